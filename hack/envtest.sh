@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the test control plane (etcd, kube-apiserver) from the Go module proxy, the way
+# setup-envtest lays out its assets: one folder per Kubernetes version holding the binaries.
+#
+# Built binaries are cached outside the clone (ENVTEST_CACHE) so a fresh clone on the same machine
+# only copies them; the Go build cache makes a rebuild after a cache wipe cheap. A second run is a
+# no-op. Prints the folder on its last line.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+module_version() { # module_version <go.mod> <module path>: the version go.mod requires
+  sed -nE "s|^[[:space:]]*(require[[:space:]]+)?$2 v([^ ]+).*$|\2|p" "$1" | head -1
+}
+kube_version="$(module_version "$here/envtest/kube/go.mod" k8s.io/kubernetes)"
+etcd_version="$(module_version "$here/envtest/etcd/go.mod" go.etcd.io/etcd/server/v3)"
+[[ -n "$kube_version" && -n "$etcd_version" ]] || { echo "cannot read the pinned versions" >&2; exit 1; }
+cache="${ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/envtest}/k8s/$kube_version-etcd-$etcd_version"
+dest="${ENVTEST_BIN:-$root/bin/k8s/$kube_version}"
+
+log() { printf '[envtest %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+build() { # build <module dir> <package> <binary name> <ldflags>
+  local out="$cache/$3"
+  if [[ -x "$out" ]]; then return; fi
+  log "building $3 from $2 (first run on a machine: several minutes on 2 cores)"
+  local start=$SECONDS
+  mkdir -p "$cache"
+  (cd "$here/envtest/$1" && CGO_ENABLED=0 go build -trimpath -ldflags "$4" -o "$out.tmp" "$2")
+  mv "$out.tmp" "$out"
+  log "built $3 in $((SECONDS - start))s"
+}
+
+kube_ldflags="-s -w"
+for var in gitVersion=v$kube_version gitMajor=${kube_version%%.*} gitTreeState=clean; do
+  kube_ldflags+=" -X k8s.io/component-base/version.$var -X k8s.io/client-go/pkg/version.$var"
+done
+minor="${kube_version#*.}"; minor="${minor%%.*}"
+kube_ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+
+build etcd go.etcd.io/etcd/server/v3 etcd "-s -w"
+build kube k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$kube_ldflags"
+
+mkdir -p "$dest"
+for bin in etcd kube-apiserver; do
+  if ! cmp -s "$cache/$bin" "$dest/$bin"; then
+    cp "$cache/$bin" "$dest/$bin.tmp" && mv "$dest/$bin.tmp" "$dest/$bin"
+    log "installed $dest/$bin"
+  fi
+done
+echo "$dest"

@@ -1,0 +1,135 @@
+"""What every child shares: names, labels, owner references and the values the spec leaves to
+the engine (version, port).
+
+Kept in one place so that the Deployment, the Service, the status and the docs cannot disagree
+about, say, which port a Database listens on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from database_operator.api.models import GROUP, KIND, VERSION, Database, DeletionPolicy
+from database_operator.engines import EngineFacts, facts
+
+#: A Kubernetes object as plain JSON-ready data (camelCase keys), ready for server-side apply.
+Manifest = dict[str, Any]
+
+MANAGED_BY = "database-operator"
+COMPONENT = "database"
+#: Pod-template annotation naming the credentials Secret (the name only, never a value).
+CREDENTIALS_ANNOTATION = f"{GROUP}/credentials-secret"
+#: Name of the pod volume that holds the engine's data (a PVC or an emptyDir).
+DATA_VOLUME = "data"
+
+
+def engine_facts(db: Database) -> EngineFacts:
+    """The facts of the Database's engine."""
+    return facts(db.spec.engine)
+
+
+def engine_name(db: Database) -> str:
+    """The engine as a plain string: container name, port name and `app.kubernetes.io/name`."""
+    return str(db.spec.engine.value)
+
+
+def resolved_version(db: Database) -> str:
+    """The version actually deployed: spec.version, else the engine's default.
+
+    With spec.image set this is still what status reports: the operator cannot read a version
+    out of an arbitrary image reference.
+    """
+    return db.spec.version or engine_facts(db).default_version
+
+
+def resolved_port(db: Database) -> int:
+    """The Service port: spec.port, else the engine's own port."""
+    return db.spec.port or engine_facts(db).port
+
+
+def endpoint(db: Database) -> str:
+    """Where clients connect: ``<name>.<namespace>.svc:<port>``."""
+    return f"{db.name}.{db.namespace}.svc:{resolved_port(db)}"
+
+
+def credentials_secret_name(db: Database) -> str:
+    """The Secret the pods read credentials from: the user's, else the generated one."""
+    if db.spec.credentials_secret_ref is not None:
+        return db.spec.credentials_secret_ref.name
+    return f"{db.name}-credentials"
+
+
+def pvc_name(db: Database) -> str:
+    """Name of the data volume claim (exists only with spec.storage)."""
+    return f"{db.name}-data"
+
+
+def selector_labels(db: Database) -> dict[str, str]:
+    """The labels that pick this Database's pods: stable for its whole life.
+
+    A Deployment's selector is immutable, so it holds only labels that never change.
+    """
+    return {
+        "app.kubernetes.io/name": engine_name(db),
+        "app.kubernetes.io/instance": db.name,
+    }
+
+
+def labels(db: Database) -> dict[str, str]:
+    """The labels on every child and on the pod template."""
+    return {
+        **selector_labels(db),
+        "app.kubernetes.io/component": COMPONENT,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def selector_string(db: Database) -> str:
+    """The pod selector as ``k=v,k=v`` (sorted), for status.selector and the scale subresource."""
+    return ",".join(f"{key}={value}" for key, value in sorted(selector_labels(db).items()))
+
+
+def owner_reference(db: Database, *, controller: bool) -> Manifest | None:
+    """An owner reference to the Database, or None when it has no uid yet.
+
+    Only an object read from the API server has a uid; an offline render of a file has none,
+    and an owner reference without a uid is rejected, so it is left out there.
+    """
+    uid = db.metadata.get("uid")
+    if not uid:
+        return None
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "name": db.name,
+        "uid": str(uid),
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def retained_owner_references(db: Database) -> list[Manifest]:
+    """Owner references for the data-bearing children (PVC, generated Secret).
+
+    They are owned, and so garbage-collected with the Database, only with deletionPolicy
+    Delete; with Retain they outlive it. Not a controller reference: the operator never
+    needs to find the Database from these children.
+    """
+    if db.spec.deletion_policy is not DeletionPolicy.DELETE:
+        return []
+    reference = owner_reference(db, controller=False)
+    return [reference] if reference is not None else []
+
+
+def controlled_owner_references(db: Database) -> list[Manifest]:
+    """The controller owner reference of the children that live and die with the Database."""
+    reference = owner_reference(db, controller=True)
+    return [reference] if reference is not None else []
+
+
+def object_meta(db: Database, name: str, owner_references: list[Manifest]) -> Manifest:
+    """metadata of a child: name, namespace, labels and owner references (if any)."""
+    meta: Manifest = {"name": name, "namespace": db.namespace, "labels": labels(db)}
+    if owner_references:
+        meta["ownerReferences"] = owner_references
+    return meta

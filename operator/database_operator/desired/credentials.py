@@ -1,0 +1,72 @@
+"""The generated credentials Secret.
+
+Generated once, when the Database has no credentialsSecretRef, and never regenerated: the
+password lives only in this Secret's data and reaches the container through secretKeyRef.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import string
+from collections.abc import Mapping
+
+from database_operator.api.models import Database
+from database_operator.desired.common import (
+    Manifest,
+    credentials_secret_name,
+    engine_facts,
+    object_meta,
+    retained_owner_references,
+)
+
+PASSWORD_LENGTH = 32
+#: Letters and digits only: safe in URLs, connection strings and the probes' shell commands.
+PASSWORD_ALPHABET = string.ascii_letters + string.digits
+
+
+def generate_password() -> str:
+    """A fresh random password from the `secrets` CSPRNG."""
+    return "".join(secrets.choice(PASSWORD_ALPHABET) for _ in range(PASSWORD_LENGTH))
+
+
+def _b64(value: str) -> str:
+    return base64.b64encode(value.encode()).decode()
+
+
+def _secret_values(db: Database, password: str) -> dict[str, str]:
+    """The value of each key the engine needs in its Secret."""
+    username = engine_facts(db).default_username
+    known = {"password": password} | ({"username": username} if username else {})
+    missing = [key for key in engine_facts(db).secret_keys if key not in known]
+    if missing:
+        raise ValueError(f"no generated value for Secret key(s) {missing} of {db.spec.engine}")
+    return {key: known[key] for key in engine_facts(db).secret_keys}
+
+
+def secret(db: Database, password: str) -> Manifest:
+    """The generated credentials Secret (``data``, base64; not ``stringData``, which the API
+    server folds into ``data`` and would make every apply look like a change)."""
+    if db.spec.credentials_secret_ref is not None:
+        raise ValueError(
+            f"spec.credentialsSecretRef names {db.spec.credentials_secret_ref.name!r}: "
+            "the operator generates no Secret and must not overwrite the user's"
+        )
+    if not password:
+        raise ValueError("the generated Secret needs a non-empty password")
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": object_meta(db, credentials_secret_name(db), retained_owner_references(db)),
+        "type": "Opaque",
+        "data": {key: _b64(value) for key, value in _secret_values(db, password).items()},
+    }
+
+
+def missing_credentials_keys(db: Database, secret_data: Mapping[str, object] | None) -> list[str]:
+    """The engine's keys a credentials Secret's ``data`` lacks (empty: the Secret is usable).
+
+    For checking a user's Secret (credentialsSecretRef) before pods fail on a missing key.
+    """
+    present = secret_data or {}
+    return [key for key in engine_facts(db).secret_keys if not present.get(key)]

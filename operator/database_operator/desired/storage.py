@@ -1,0 +1,34 @@
+"""The PersistentVolumeClaim that keeps the data (only with spec.storage)."""
+
+from __future__ import annotations
+
+from database_operator.api.models import Database
+from database_operator.desired.common import (
+    Manifest,
+    object_meta,
+    pvc_name,
+    retained_owner_references,
+)
+
+
+def pvc(db: Database) -> Manifest | None:
+    """The claim ``<name>-data``, or None without spec.storage.
+
+    Owned by the Database only with deletionPolicy Delete, so Retain keeps the data after the
+    Database is gone. The size is a string quantity even if the spec gave an integer.
+    """
+    storage = db.spec.storage
+    if storage is None:
+        return None
+    spec: Manifest = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": str(storage.size)}},
+    }
+    if storage.storage_class_name:
+        spec["storageClassName"] = storage.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": object_meta(db, pvc_name(db), retained_owner_references(db)),
+        "spec": spec,
+    }

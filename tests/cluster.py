@@ -1,0 +1,103 @@
+"""What integration tests hold on to: the control plane's kubeconfig, API clients, kubectl."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+
+from tests.controlplane import ControlPlane, kubectl_path
+
+T = TypeVar("T")
+
+GROUP, VERSION, PLURAL = "databases.example.com", "v1", "databases"
+
+
+@dataclass
+class Cluster:
+    """A running control plane as tests use it."""
+
+    plane: ControlPlane
+    api: client.ApiClient
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.plane.kubeconfig
+
+    @classmethod
+    def connect(cls, plane: ControlPlane) -> Cluster:
+        return cls(plane, config.new_client_from_config(config_file=str(plane.kubeconfig)))
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def apps(self) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api)
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
+        """Run kubectl against this control plane and return its stdout."""
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        done = subprocess.run(
+            [str(kubectl_path()), *args],
+            env=env,
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
+        return done.stdout + ("" if check else done.stderr)
+
+    # --- Databases --------------------------------------------------------------------------
+
+    def create_db(self, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Database",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        return self.custom.create_namespaced_custom_object(  # type: ignore[no-any-return]
+            GROUP, VERSION, namespace, PLURAL, body
+        )
+
+    def get_db(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(  # type: ignore[no-any-return]
+            GROUP, VERSION, namespace, PLURAL, name
+        )
+
+    def patch_db(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self.custom.patch_namespaced_custom_object(  # type: ignore[no-any-return]
+            GROUP, VERSION, namespace, PLURAL, name, patch
+        )
+
+
+def wait_for(
+    probe: Callable[[], T | None],
+    timeout: float = 30.0,
+    interval: float = 0.2,
+    what: str = "condition",
+) -> T:
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")

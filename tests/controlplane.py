@@ -1,0 +1,460 @@
+"""A real Kubernetes control plane (etcd + kube-apiserver) on loopback, for tests and people.
+
+The same implementation serves the session-scoped pytest fixture (tests/conftest.py) and
+`make cluster-up` / `make cluster-down` (``python -m tests.controlplane up|down``), the way
+controller-runtime's envtest does: free loopback ports, a temporary data dir, a CA with serving
+and admin client certificates, service-account signing keys, RBAC authorization, and a wait for
+``/readyz``. Processes run in their own process group; in the fixture they also die with the test
+process (PR_SET_PDEATHSIG), so an interrupted run leaves nothing behind.
+
+Binaries: ``$KUBEBUILDER_ASSETS`` (setup-envtest's layout) when set, else ``bin/k8s/<version>``
+built by ``make envtest``, and ``bin/kubectl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import datetime as dt
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBE_VERSION_FILE = ROOT / "hack" / "envtest" / "kube" / "go.mod"
+SERVICE_CIDR = "10.0.0.0/24"
+READY_TIMEOUT_S = 90.0
+
+
+def kube_version() -> str:
+    """The pinned Kubernetes version, read from the build module."""
+    pattern = r"^\s*(?:require\s+)?k8s\.io/kubernetes v(\S+)"
+    found = re.search(pattern, KUBE_VERSION_FILE.read_text(), re.MULTILINE)
+    if found:
+        return found.group(1)
+    raise RuntimeError(f"no k8s.io/kubernetes version in {KUBE_VERSION_FILE}")
+
+
+def assets_dir() -> Path:
+    """Where etcd and kube-apiserver are: $KUBEBUILDER_ASSETS, else bin/k8s/<version>."""
+    env = os.environ.get("KUBEBUILDER_ASSETS")
+    folder = Path(env) if env else ROOT / "bin" / "k8s" / kube_version()
+    for binary in ("etcd", "kube-apiserver"):
+        if not (folder / binary).is_file():
+            hint = "check KUBEBUILDER_ASSETS" if env else "run `make envtest` first"
+            raise FileNotFoundError(f"{folder / binary} is missing: {hint}")
+    return folder
+
+
+def kubectl_path() -> Path:
+    """kubectl from $KUBEBUILDER_ASSETS when it has one, else bin/kubectl (`make tools`)."""
+    env = os.environ.get("KUBEBUILDER_ASSETS")
+    if env and (Path(env) / "kubectl").is_file():
+        return Path(env) / "kubectl"
+    path = ROOT / "bin" / "kubectl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `make tools` first")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Make the kernel kill this child when the process that started it dies."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+# --- certificates -------------------------------------------------------------------------------
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _cert(
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None,
+    *,
+    ca: bool = False,
+    server: bool = False,
+) -> x509.Certificate:
+    now = dt.datetime.now(dt.UTC)
+    issuer_name, signing_key = (issuer[0].subject, issuer[1]) if issuer else (subject, key)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if server:
+        names: list[x509.GeneralName] = [
+            x509.DNSName("localhost"),
+            x509.DNSName("kubernetes.default.svc"),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+        ]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    if not ca:
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    return builder.sign(signing_key, hashes.SHA256())
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Paths of the generated certificates and keys."""
+
+    ca: Path
+    serving_cert: Path
+    serving_key: Path
+    admin_cert: Path
+    admin_key: Path
+    sa_key: Path
+    sa_pub: Path
+
+
+def make_pki(folder: Path) -> Pki:
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def write(name: str, data: bytes) -> Path:
+        path = folder / name
+        path.write_bytes(data)
+        path.chmod(0o600)
+        return path
+
+    def name(cn: str, org: str | None = None) -> x509.Name:
+        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+        if org:
+            attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+        return x509.Name(attrs)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert(name("database-operator-envtest-ca"), ca_key, None, ca=True)
+    serving_key = ec.generate_private_key(ec.SECP256R1())
+    serving = _cert(name("kube-apiserver"), serving_key, (ca, ca_key), server=True)
+    admin_key = ec.generate_private_key(ec.SECP256R1())
+    admin = _cert(name("envtest-admin", "system:masters"), admin_key, (ca, ca_key))
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = serialization.Encoding.PEM
+    return Pki(
+        ca=write("ca.crt", ca.public_bytes(pem)),
+        serving_cert=write("apiserver.crt", serving.public_bytes(pem)),
+        serving_key=write("apiserver.key", _pem_key(serving_key)),
+        admin_cert=write("admin.crt", admin.public_bytes(pem)),
+        admin_key=write("admin.key", _pem_key(admin_key)),
+        sa_key=write("sa.key", _pem_key(sa_key)),
+        sa_pub=write(
+            "sa.pub",
+            sa_key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),
+        ),
+    )
+
+
+def write_kubeconfig(path: Path, server: str, pki: Pki) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "envtest",
+                "cluster": {"server": server, "certificate-authority": str(pki.ca)},
+            }
+        ],
+        "users": [
+            {
+                "name": "envtest-admin",
+                "user": {
+                    "client-certificate": str(pki.admin_cert),
+                    "client-key": str(pki.admin_key),
+                },
+            }
+        ],
+        "contexts": [
+            {
+                "name": "envtest",
+                "context": {"cluster": "envtest", "user": "envtest-admin", "namespace": "default"},
+            }
+        ],
+        "current-context": "envtest",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+
+# --- the control plane --------------------------------------------------------------------------
+
+
+@dataclass
+class ControlPlane:
+    """etcd + kube-apiserver in ``workdir``; ``start()``/``stop()`` or use it as a context manager.
+
+    ``detached`` processes outlive the Python process that started them (for `make cluster-up`);
+    otherwise they die with it.
+    """
+
+    workdir: Path
+    detached: bool = False
+    etcd_port: int = field(default_factory=free_port)
+    etcd_peer_port: int = field(default_factory=free_port)
+    secure_port: int = field(default_factory=free_port)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.secure_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.workdir / "controlplane.json"
+
+    def start(self) -> ControlPlane:
+        assets = assets_dir()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        pki = make_pki(self.workdir / "pki")
+        (self.workdir / "logs").mkdir(exist_ok=True)
+        etcd_url = f"http://127.0.0.1:{self.etcd_port}"
+        self._spawn(
+            "etcd",
+            [
+                str(assets / "etcd"),
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{self.etcd_peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{self.etcd_peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{self.etcd_peer_port}",
+                "--unsafe-no-fsync",  # test data: durability buys nothing, fsync costs seconds
+                "--log-level=warn",
+            ],
+        )
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(assets / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.secure_port}",
+                f"--cert-dir={self.workdir / 'pki'}",
+                f"--tls-cert-file={pki.serving_cert}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca}",
+                "--authorization-mode=RBAC",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--allow-privileged=true",
+                # No controller-manager runs here, so nothing would create the ServiceAccounts
+                # that this admission plugin insists on.
+                "--disable-admission-plugins=ServiceAccount",
+                "--v=0",
+            ],
+        )
+        write_kubeconfig(self.kubeconfig, self.url, pki)
+        self.state_file.write_text(
+            json.dumps({name: proc.pid for name, proc in self.processes.items()})
+        )
+        try:
+            self._wait_ready(pki)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = (self.workdir / "logs" / f"{name}.log").open("ab")
+        self.processes[name] = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=None if self.detached else _die_with_parent,  # noqa: PLW1509 (no threads yet)
+        )
+
+    def _wait_ready(self, pki: Pki) -> None:
+        context = ssl.create_default_context(cafile=str(pki.ca))
+        context.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        last_error = ""
+        while time.monotonic() < deadline:
+            for name, proc in self.processes.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(
+                        f"{name} exited with {proc.returncode}: {self.log_tail(name)}"
+                    )
+            try:
+                url = f"{self.url}/readyz"
+                with urllib.request.urlopen(url, context=context, timeout=5) as r:  # noqa: S310
+                    if r.status == 200:
+                        return
+            except OSError as error:
+                last_error = str(error)
+            time.sleep(0.25)
+        raise TimeoutError(
+            f"kube-apiserver not ready after {READY_TIMEOUT_S}s ({last_error}): "
+            f"{self.log_tail('kube-apiserver')}"
+        )
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        path = self.workdir / "logs" / f"{name}.log"
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+            if path.exists()
+            else ""
+        )
+
+    def stop(self) -> None:
+        """Stop the API server before etcd, and wait for both."""
+        for name in ("kube-apiserver", "etcd"):
+            proc = self.processes.pop(name, None)
+            if proc is not None:
+                _terminate(proc.pid)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+        self.state_file.unlink(missing_ok=True)
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _terminate(pid: int, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group of ``pid``, then SIGKILL what is left after ``grace_s``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def temporary_control_plane() -> Iterator[ControlPlane]:
+    """A control plane in a fresh temporary directory, removed afterwards."""
+    workdir = Path(tempfile.mkdtemp(prefix="database-operator-envtest-"))
+    try:
+        with ControlPlane(workdir) as plane:
+            yield plane
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# --- make cluster-up / cluster-down -------------------------------------------------------------
+
+
+def cluster_up(workdir: Path) -> int:
+    state = workdir / "controlplane.json"
+    if state.exists():
+        print(f"a control plane already runs from {workdir} (make cluster-down stops it)")
+        return 1
+    # A previous run's data and certificates are not reused: every cluster-up starts empty.
+    for stale in ("etcd", "pki", "logs"):
+        shutil.rmtree(workdir / stale, ignore_errors=True)
+    plane = ControlPlane(workdir, detached=True).start()
+    crds = install_crds(plane.kubeconfig)
+    print(f"kube-apiserver {kube_version()} is ready at {plane.url}; installed {', '.join(crds)}")
+    print(f"logs: {workdir / 'logs'}; stop it with: make cluster-down")
+    print(f"export KUBECONFIG={plane.kubeconfig}")
+    return 0
+
+
+def cluster_down(workdir: Path) -> int:
+    state = workdir / "controlplane.json"
+    if not state.exists():
+        print(f"no control plane runs from {workdir}")
+        return 0
+    pids: dict[str, int] = json.loads(state.read_text())
+    for name in ("kube-apiserver", "etcd"):
+        if name in pids:
+            _terminate(pids[name])
+    state.unlink()
+    shutil.rmtree(workdir / "etcd", ignore_errors=True)
+    print("control plane stopped")
+    return 0
+
+
+def install_crds(kubeconfig: Path, folder: Path = ROOT / "config" / "crd" / "bases") -> list[str]:
+    """Apply the project's CRDs and wait until each is Established."""
+    names = []
+    for path in sorted(folder.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "CustomResourceDefinition":
+                names.append(doc["metadata"]["name"])
+    kubectl = str(kubectl_path())
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    subprocess.run(
+        [kubectl, "apply", "--server-side", "--field-manager=envtest", "-f", str(folder)],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        [kubectl, "wait", "--for=condition=Established", "--timeout=60s"]
+        + [f"crd/{name}" for name in names],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.controlplane", description=__doc__)
+    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("--dir", type=Path, default=ROOT / ".local", help="state folder")
+    args = parser.parse_args(argv)
+    return cluster_up(args.dir) if args.command == "up" else cluster_down(args.dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The Database API as kube-apiserver enforces it from the generated CRD."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.cluster import GROUP, PLURAL, VERSION, Cluster
+
+API_FIELDS = [
+    "engine",
+    "version",
+    "image",
+    "replicas",
+    "port",
+    "storage",
+    "resources",
+    "credentialsSecretRef",
+    "serviceType",
+    "paused",
+    "deletionPolicy",
+]
+
+
+def rejection(call: Any) -> tuple[int, str]:
+    """Status code and message of an API call that must fail."""
+    with pytest.raises(ApiException) as caught:
+        call()
+    return caught.value.status, json.loads(caught.value.body or "{}")["message"]
+
+
+def test_crd_is_established(cluster: Cluster) -> None:
+    crd = cluster.kubectl("get", "crd", f"{PLURAL}.{GROUP}", "-o", "json")
+    conditions = {c["type"]: c["status"] for c in json.loads(crd)["status"]["conditions"]}
+    assert conditions["Established"] == "True"
+    assert conditions["NamesAccepted"] == "True"
+
+
+def test_defaults_are_applied_by_the_api_server(cluster: Cluster, namespace: str) -> None:
+    created = cluster.create_db(namespace, "minimal", {})
+    assert created["spec"] == {
+        "engine": "postgres",
+        "replicas": 1,
+        "serviceType": "ClusterIP",
+        "paused": False,
+        "deletionPolicy": "Retain",
+    }
+
+
+def test_a_database_without_spec_gets_the_defaults(cluster: Cluster, namespace: str) -> None:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Database", "metadata": {"name": "bare"}}
+    created = cluster.custom.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, body
+    )
+    assert created["spec"]["engine"] == "postgres"
+    assert created["spec"]["replicas"] == 1
+
+
+def test_unknown_fields_are_pruned(cluster: Cluster, namespace: str) -> None:
+    created = cluster.create_db(
+        namespace, "pruned", {"colour": "blue", "storage": {"size": "1Gi", "speed": "fast"}}
+    )
+    assert "colour" not in created["spec"]
+    assert created["spec"]["storage"] == {"size": "1Gi"}
+
+
+def test_kubectl_get_shows_the_printer_columns(cluster: Cluster, namespace: str) -> None:
+    cluster.create_db(namespace, "shown", {"engine": "redis", "replicas": 2})
+    table = cluster.kubectl("get", "db", "-n", namespace).splitlines()
+    assert table[0].split() == ["NAME", "ENGINE", "VERSION", "REPLICAS", "READY", "PHASE", "AGE"]
+    assert table[1].split()[:3] == ["shown", "redis", "<none>"]
+    wide = cluster.kubectl(
+        "get", "databases.v1.databases.example.com", "-n", namespace, "-o", "wide"
+    )
+    assert "ENDPOINT" in wide.splitlines()[0]
+    assert "shown" in cluster.kubectl("get", "databases", "-n", namespace)
+
+
+def test_kubectl_explain_documents_every_spec_field(cluster: Cluster) -> None:
+    explained = cluster.kubectl("explain", "database.spec")
+    for field in API_FIELDS:
+        assert f"  {field}\t" in explained, f"{field} missing from kubectl explain"
+    assert "Database engine. Immutable." in explained
+    storage = cluster.kubectl("explain", "database.spec.storage.size")
+    assert "never shrink" in storage
+
+
+# Each case: a spec that the API server must reject at create, and what the message must name.
+INVALID_AT_CREATE: list[tuple[str, dict[str, Any], str]] = [
+    ("unknown engine", {"engine": "oracle"}, "spec.engine"),
+    ("too many replicas", {"replicas": 11}, "spec.replicas"),
+    ("negative replicas", {"replicas": -1}, "spec.replicas"),
+    ("replicas of the wrong type", {"replicas": "three"}, "spec.replicas"),
+    ("port zero", {"port": 0}, "spec.port"),
+    ("port too high", {"port": 70000}, "spec.port"),
+    ("malformed storage size", {"storage": {"size": "ten gigs"}}, "spec.storage.size"),
+    ("storage without size", {"storage": {}}, "spec.storage.size"),
+    ("malformed memory request", {"resources": {"requests": {"memory": "lots"}}}, "spec.resources"),
+    ("two replicas with storage", {"replicas": 2, "storage": {"size": "1Gi"}}, "spec.replicas"),
+    ("unknown service type", {"serviceType": "Headless"}, "spec.serviceType"),
+    ("unknown deletion policy", {"deletionPolicy": "Destroy"}, "spec.deletionPolicy"),
+    ("paused of the wrong type", {"paused": "yes"}, "spec.paused"),
+    ("version that is no image tag", {"version": "16 beta"}, "spec.version"),
+    ("secret ref without name", {"credentialsSecretRef": {}}, "spec.credentialsSecretRef.name"),
+    (
+        "secret ref with a bad name",
+        {"credentialsSecretRef": {"name": "Bad_Name"}},
+        "spec.credentialsSecretRef.name",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"), [c[1:] for c in INVALID_AT_CREATE], ids=[c[0] for c in INVALID_AT_CREATE]
+)
+def test_invalid_database_is_rejected_at_create(
+    cluster: Cluster, namespace: str, spec: dict[str, Any], field: str
+) -> None:
+    status, message = rejection(lambda: cluster.create_db(namespace, "bad", spec))
+    assert status == 422
+    assert field in message
+
+
+# Each case: a valid spec, a change to it that the API server must reject, and the field named.
+INVALID_UPDATES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+    ("changing the engine", {"engine": "postgres"}, {"engine": "mysql"}, "spec.engine"),
+    (
+        "shrinking storage",
+        {"storage": {"size": "2Gi"}},
+        {"storage": {"size": "1Gi"}},
+        "spec.storage.size",
+    ),
+    (
+        "changing the storage class",
+        {"storage": {"size": "1Gi", "storageClassName": "fast"}},
+        {"storage": {"storageClassName": "slow"}},
+        "spec.storage.storageClassName",
+    ),
+    ("removing storage", {"storage": {"size": "1Gi"}}, {"storage": None}, "spec.storage"),
+    ("scaling out with storage", {"storage": {"size": "1Gi"}}, {"replicas": 2}, "spec.replicas"),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "change", "field"),
+    [c[1:] for c in INVALID_UPDATES],
+    ids=[c[0] for c in INVALID_UPDATES],
+)
+def test_invalid_update_is_rejected(
+    cluster: Cluster, namespace: str, spec: dict[str, Any], change: dict[str, Any], field: str
+) -> None:
+    cluster.create_db(namespace, "valid", spec)
+    status, message = rejection(lambda: cluster.patch_db(namespace, "valid", {"spec": change}))
+    assert status == 422
+    assert field in message
+
+
+def test_storage_may_grow_and_get_a_class(cluster: Cluster, namespace: str) -> None:
+    cluster.create_db(namespace, "growing", {"storage": {"size": "1Gi"}})
+    grown = cluster.patch_db(
+        namespace, "growing", {"spec": {"storage": {"size": "1536Mi", "storageClassName": "fast"}}}
+    )
+    assert grown["spec"]["storage"] == {"size": "1536Mi", "storageClassName": "fast"}
+
+
+def test_kubectl_scale_uses_the_scale_subresource(cluster: Cluster, namespace: str) -> None:
+    cluster.create_db(namespace, "scaled", {"engine": "redis"})
+    cluster.kubectl("scale", "db/scaled", "-n", namespace, "--replicas=3")
+    assert cluster.get_db(namespace, "scaled")["spec"]["replicas"] == 3
+    scale = cluster.custom.get_namespaced_custom_object_scale(
+        GROUP, VERSION, namespace, PLURAL, "scaled"
+    )
+    assert scale["spec"]["replicas"] == 3
+
+
+def test_status_writes_leave_the_generation_and_spec_changes_bump_it(
+    cluster: Cluster, namespace: str
+) -> None:
+    created = cluster.create_db(namespace, "gen", {})
+    assert created["metadata"]["generation"] == 1
+    after_status = cluster.custom.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "gen",
+        {"status": {"phase": "Pending", "observedGeneration": 1}},
+    )
+    assert after_status["metadata"]["generation"] == 1
+    assert after_status["status"]["phase"] == "Pending"
+    after_spec = cluster.patch_db(namespace, "gen", {"spec": {"replicas": 2}})
+    assert after_spec["metadata"]["generation"] == 2
+    # The main resource ignores status: a status change sent there is dropped.
+    ignored = cluster.patch_db(namespace, "gen", {"status": {"phase": "Active"}})
+    assert ignored["status"]["phase"] == "Pending"
+    assert ignored["metadata"]["generation"] == 2

@@ -1,0 +1,436 @@
+"""The desired children of a Database: pure builders, checked as plain data."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from database_operator import desired
+from database_operator.api.models import Database
+from database_operator.engines import ENGINES, Engine
+
+UID = "0b1c2d3e-0000-4000-8000-000000000001"
+OWNER = {
+    "apiVersion": "databases.example.com/v1",
+    "kind": "Database",
+    "name": "shop",
+    "uid": UID,
+    "blockOwnerDeletion": True,
+}
+
+
+def make_db(uid: str | None = UID, **spec: Any) -> Database:
+    """A Database named shop in namespace prod, with the given (camelCase) spec."""
+    metadata: dict[str, Any] = {"name": "shop", "namespace": "prod", "generation": 1}
+    if uid is not None:
+        metadata["uid"] = uid
+    return Database.model_validate({"metadata": metadata, "spec": spec})
+
+
+def pod_spec(db: Database) -> dict[str, Any]:
+    spec: dict[str, Any] = desired.deployment(db)["spec"]["template"]["spec"]
+    return spec
+
+
+def container(db: Database) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = pod_spec(db)["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+STANDARD_LABELS = {
+    "app.kubernetes.io/name": "postgres",
+    "app.kubernetes.io/instance": "shop",
+    "app.kubernetes.io/component": "database",
+    "app.kubernetes.io/managed-by": "database-operator",
+}
+
+
+# --- labels, names, resolved values ---------------------------------------------------------
+
+
+def test_labels_name_engine_instance_component_and_manager() -> None:
+    assert desired.labels(make_db()) == STANDARD_LABELS
+
+
+def test_selector_labels_are_engine_and_instance_only() -> None:
+    assert desired.selector_labels(make_db(engine="redis")) == {
+        "app.kubernetes.io/name": "redis",
+        "app.kubernetes.io/instance": "shop",
+    }
+
+
+def test_selector_string_is_sorted_key_value_pairs() -> None:
+    assert desired.selector_string(make_db()) == (
+        "app.kubernetes.io/instance=shop,app.kubernetes.io/name=postgres"
+    )
+
+
+def test_every_child_and_the_pod_template_carry_the_labels() -> None:
+    db = make_db(storage={"size": "1Gi"})
+    objects = [*desired.children(db), desired.secret(db, "pw")]
+    assert {obj["kind"] for obj in objects} == {
+        "Deployment",
+        "Service",
+        "PersistentVolumeClaim",
+        "Secret",
+    }
+    for obj in objects:
+        assert obj["metadata"]["labels"] == STANDARD_LABELS, obj["kind"]
+        assert obj["metadata"]["namespace"] == "prod"
+    assert desired.deployment(db)["spec"]["template"]["metadata"]["labels"] == STANDARD_LABELS
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "port"),
+    [("postgres", "16", 5432), ("mysql", "8.4", 3306), ("redis", "7.4", 6379)],
+)
+def test_engine_defaults_for_version_port_and_image(engine: str, version: str, port: int) -> None:
+    db = make_db(engine=engine)
+    assert desired.resolved_version(db) == version
+    assert desired.resolved_port(db) == port
+    assert desired.endpoint(db) == f"shop.prod.svc:{port}"
+    assert container(db)["image"] == f"docker.io/library/{engine}:{version}"
+
+
+def test_spec_version_picks_the_official_image_tag() -> None:
+    db = make_db(engine="postgres", version="15.6")
+    assert desired.resolved_version(db) == "15.6"
+    assert container(db)["image"] == "docker.io/library/postgres:15.6"
+
+
+def test_spec_image_overrides_the_official_image() -> None:
+    db = make_db(image="registry.local/pg:custom", version="15")
+    assert container(db)["image"] == "registry.local/pg:custom"
+    assert desired.resolved_version(db) == "15"
+
+
+def test_spec_port_changes_the_service_port_and_endpoint_but_not_the_container() -> None:
+    db = make_db(engine="mysql", port=13306)
+    assert desired.resolved_port(db) == 13306
+    assert desired.endpoint(db) == "shop.prod.svc:13306"
+    assert container(db)["ports"] == [{"name": "mysql", "containerPort": 3306, "protocol": "TCP"}]
+
+
+def test_credentials_secret_name_defaults_to_name_credentials() -> None:
+    assert desired.credentials_secret_name(make_db()) == "shop-credentials"
+
+
+def test_credentials_secret_name_follows_the_ref() -> None:
+    db = make_db(credentialsSecretRef={"name": "my-creds"})
+    assert desired.credentials_secret_name(db) == "my-creds"
+
+
+# --- owner references ------------------------------------------------------------------------
+
+
+def test_deployment_and_service_have_a_controller_owner_reference() -> None:
+    db = make_db()
+    for obj in (desired.deployment(db), desired.service(db)):
+        assert obj["metadata"]["ownerReferences"] == [{**OWNER, "controller": True}]
+
+
+@pytest.mark.parametrize("policy", ["Retain", "Delete"])
+def test_deployment_and_service_are_owned_whatever_the_deletion_policy(policy: str) -> None:
+    db = make_db(deletionPolicy=policy, storage={"size": "1Gi"})
+    assert desired.deployment(db)["metadata"]["ownerReferences"][0]["uid"] == UID
+    assert desired.service(db)["metadata"]["ownerReferences"][0]["uid"] == UID
+
+
+def test_pvc_and_secret_are_owned_with_deletion_policy_delete() -> None:
+    db = make_db(deletionPolicy="Delete", storage={"size": "1Gi"})
+    claim = desired.pvc(db)
+    assert claim is not None
+    for obj in (claim, desired.secret(db, "pw")):
+        assert obj["metadata"]["ownerReferences"] == [{**OWNER, "controller": False}]
+
+
+def test_pvc_and_secret_are_not_owned_with_deletion_policy_retain() -> None:
+    db = make_db(storage={"size": "1Gi"})
+    claim = desired.pvc(db)
+    assert claim is not None
+    for obj in (claim, desired.secret(db, "pw")):
+        assert "ownerReferences" not in obj["metadata"]
+
+
+def test_without_a_uid_there_are_no_owner_references() -> None:
+    db = make_db(uid=None, deletionPolicy="Delete", storage={"size": "1Gi"})
+    for obj in [*desired.children(db), desired.secret(db, "pw")]:
+        assert "ownerReferences" not in obj["metadata"], obj["kind"]
+
+
+# --- deployment -----------------------------------------------------------------------------
+
+
+def test_deployment_is_named_after_the_database_and_selects_its_pods() -> None:
+    deployment = desired.deployment(make_db(replicas=3))
+    assert deployment["apiVersion"] == "apps/v1"
+    assert deployment["kind"] == "Deployment"
+    assert deployment["metadata"]["name"] == "shop"
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["selector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "postgres", "app.kubernetes.io/instance": "shop"}
+    }
+
+
+def test_deployment_selector_matches_the_pod_template() -> None:
+    deployment = desired.deployment(make_db())
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    template_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= template_labels.items()
+
+
+def test_deployment_rolls_updates_without_storage() -> None:
+    strategy = desired.deployment(make_db())["spec"]["strategy"]
+    assert strategy["type"] == "RollingUpdate"
+
+
+def test_deployment_recreates_with_storage() -> None:
+    strategy = desired.deployment(make_db(storage={"size": "1Gi"}))["spec"]["strategy"]
+    assert strategy == {"type": "Recreate"}
+
+
+def test_container_is_named_after_the_engine_with_a_named_port() -> None:
+    spec = container(make_db(engine="redis"))
+    assert spec["name"] == "redis"
+    assert spec["ports"] == [{"name": "redis", "containerPort": 6379, "protocol": "TCP"}]
+
+
+@pytest.mark.parametrize("engine", list(Engine))
+def test_credentials_come_from_the_secret_by_reference(engine: Engine) -> None:
+    env = container(make_db(engine=engine.value))["env"]
+    from_secret = {
+        item["name"]: item["valueFrom"]["secretKeyRef"] for item in env if "valueFrom" in item
+    }
+    assert from_secret == {
+        var: {"name": "shop-credentials", "key": key}
+        for var, key in ENGINES[engine].secret_env.items()
+    }
+
+
+def test_env_reads_a_referenced_secret() -> None:
+    env = container(make_db(credentialsSecretRef={"name": "my-creds"}))["env"]
+    names = {item["valueFrom"]["secretKeyRef"]["name"] for item in env if "valueFrom" in item}
+    assert names == {"my-creds"}
+
+
+def test_env_has_the_engine_plain_values() -> None:
+    env = container(make_db(engine="postgres"))["env"]
+    assert {"name": "PGDATA", "value": "/var/lib/postgresql/data/pgdata"} in env
+
+
+def test_no_password_appears_outside_the_secret() -> None:
+    db = make_db(engine="mysql", deletionPolicy="Delete", storage={"size": "1Gi"})
+    password = "Sup3rSecretPassw0rdValue"
+    rendered = json.dumps(desired.children(db))
+    assert password not in rendered
+    secret_data = json.dumps(desired.secret(db, password))
+    assert password not in secret_data  # even there, only base64
+    assert base64.b64encode(password.encode()).decode() in secret_data
+
+
+def test_redis_args_reference_the_env_not_the_password() -> None:
+    assert container(make_db(engine="redis"))["args"] == [
+        "--requirepass",
+        "$(REDIS_PASSWORD)",
+        "--dir",
+        "/data",
+    ]
+
+
+def test_postgres_has_no_args() -> None:
+    assert "args" not in container(make_db(engine="postgres"))
+
+
+@pytest.mark.parametrize("engine", list(Engine))
+def test_readiness_probe_runs_the_engine_command(engine: Engine) -> None:
+    probe = container(make_db(engine=engine.value))["readinessProbe"]
+    assert probe == {
+        "exec": {"command": list(ENGINES[engine].ready_command)},
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+        "failureThreshold": 3,
+    }
+
+
+def test_liveness_probe_checks_the_container_port() -> None:
+    probe = container(make_db(engine="mysql"))["livenessProbe"]
+    assert probe == {
+        "tcpSocket": {"port": "mysql"},
+        "initialDelaySeconds": 30,
+        "periodSeconds": 10,
+    }
+
+
+@pytest.mark.parametrize("engine", list(Engine))
+def test_pod_runs_restricted_as_the_image_uid(engine: Engine) -> None:
+    uid = ENGINES[engine].uid
+    pod = pod_spec(make_db(engine=engine.value))
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_container_drops_all_capabilities_and_privilege_escalation() -> None:
+    assert container(make_db())["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+    }
+
+
+def test_pod_template_names_the_credentials_secret_only() -> None:
+    annotations = desired.deployment(make_db())["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {"databases.example.com/credentials-secret": "shop-credentials"}
+
+
+def test_data_is_an_empty_dir_without_storage() -> None:
+    db = make_db(engine="mysql")
+    assert pod_spec(db)["volumes"] == [{"name": "data", "emptyDir": {}}]
+    assert container(db)["volumeMounts"] == [{"name": "data", "mountPath": "/var/lib/mysql"}]
+
+
+def test_data_is_the_claim_with_storage() -> None:
+    db = make_db(engine="redis", storage={"size": "1Gi"})
+    assert pod_spec(db)["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "shop-data"}}
+    ]
+    assert container(db)["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+
+
+def test_resources_are_copied_from_the_spec() -> None:
+    resources = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+    assert container(make_db(resources=resources))["resources"] == resources
+
+
+def test_no_resources_without_spec_resources() -> None:
+    assert "resources" not in container(make_db())
+
+
+# --- service --------------------------------------------------------------------------------
+
+
+def test_service_defaults_to_cluster_ip_on_the_engine_port() -> None:
+    service = desired.service(make_db(engine="redis"))
+    assert service["apiVersion"] == "v1"
+    assert service["kind"] == "Service"
+    assert service["metadata"]["name"] == "shop"
+    assert service["spec"] == {
+        "type": "ClusterIP",
+        "selector": {"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "shop"},
+        "ports": [{"name": "redis", "port": 6379, "targetPort": "redis", "protocol": "TCP"}],
+    }
+
+
+def test_service_type_and_port_follow_the_spec() -> None:
+    spec = desired.service(make_db(serviceType="NodePort", port=15432))["spec"]
+    assert spec["type"] == "NodePort"
+    assert spec["ports"] == [
+        {"name": "postgres", "port": 15432, "targetPort": "postgres", "protocol": "TCP"}
+    ]
+
+
+def test_service_targets_the_container_port_name() -> None:
+    db = make_db(engine="mysql")
+    target = desired.service(db)["spec"]["ports"][0]["targetPort"]
+    assert target == container(db)["ports"][0]["name"]
+
+
+# --- pvc ------------------------------------------------------------------------------------
+
+
+def test_no_pvc_without_storage() -> None:
+    db = make_db()
+    assert desired.pvc(db) is None
+    assert [obj["kind"] for obj in desired.children(db)] == ["Deployment", "Service"]
+
+
+def test_pvc_with_storage() -> None:
+    db = make_db(storage={"size": "10Gi"})
+    assert desired.pvc(db) == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "shop-data", "namespace": "prod", "labels": STANDARD_LABELS},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+    }
+    assert [obj["kind"] for obj in desired.children(db)] == [
+        "Deployment",
+        "Service",
+        "PersistentVolumeClaim",
+    ]
+
+
+def test_pvc_size_is_a_string_even_when_given_as_an_integer() -> None:
+    claim = desired.pvc(make_db(storage={"size": 1073741824}))
+    assert claim is not None
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1073741824"
+
+
+def test_pvc_uses_the_storage_class_when_set() -> None:
+    claim = desired.pvc(make_db(storage={"size": "1Gi", "storageClassName": "fast"}))
+    assert claim is not None
+    assert claim["spec"]["storageClassName"] == "fast"
+
+
+# --- secret ---------------------------------------------------------------------------------
+
+
+def decoded(secret: dict[str, Any]) -> dict[str, str]:
+    return {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
+
+
+def test_secret_holds_username_and_password_base64() -> None:
+    secret = desired.secret(make_db(engine="postgres"), "pw")
+    assert secret["apiVersion"] == "v1"
+    assert secret["kind"] == "Secret"
+    assert secret["type"] == "Opaque"
+    assert secret["metadata"]["name"] == "shop-credentials"
+    assert "stringData" not in secret
+    assert decoded(secret) == {"username": "app", "password": "pw"}
+
+
+def test_redis_secret_holds_only_the_password() -> None:
+    assert decoded(desired.secret(make_db(engine="redis"), "pw")) == {"password": "pw"}
+
+
+def test_secret_refuses_to_replace_a_referenced_secret() -> None:
+    with pytest.raises(ValueError, match="credentialsSecretRef"):
+        desired.secret(make_db(credentialsSecretRef={"name": "my-creds"}), "pw")
+
+
+def test_secret_refuses_an_empty_password() -> None:
+    with pytest.raises(ValueError, match="password"):
+        desired.secret(make_db(), "")
+
+
+def test_generated_password_is_32_alphanumerics_and_fresh() -> None:
+    passwords = {desired.generate_password() for _ in range(20)}
+    assert len(passwords) == 20
+    for password in passwords:
+        assert len(password) == 32
+        assert password.isascii()
+        assert password.isalnum()
+
+
+def test_missing_credentials_keys_names_what_a_user_secret_lacks() -> None:
+    db = make_db(engine="postgres")
+    assert desired.missing_credentials_keys(db, {"password": "eA=="}) == ["username"]
+    assert desired.missing_credentials_keys(db, {"username": "eA==", "password": "eA=="}) == []
+    assert desired.missing_credentials_keys(db, None) == ["username", "password"]
+
+
+# --- determinism ----------------------------------------------------------------------------
+
+
+def test_builders_are_deterministic() -> None:
+    db = make_db(storage={"size": "1Gi"}, deletionPolicy="Delete", resources={"limits": {"cpu": 1}})
+    assert desired.children(db) == desired.children(make_db(**db.spec.to_wire()))
+    assert desired.secret(db, "pw") == desired.secret(db, "pw")

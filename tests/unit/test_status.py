@@ -1,0 +1,464 @@
+"""The status of a Database from what a reconcile observed: the truth table and transitions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from database_operator.api.models import (
+    Condition,
+    ConditionStatus,
+    Database,
+    DatabaseStatus,
+    Phase,
+)
+from database_operator.status import Outcome, compute_status, set_condition
+
+T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=1)
+T2 = T0 + timedelta(minutes=2)
+T3 = T0 + timedelta(minutes=3)
+NO_STATUS = DatabaseStatus()
+OK = Outcome()
+
+
+def make_db(generation: int = 1, **spec: Any) -> Database:
+    return Database.model_validate(
+        {
+            "metadata": {
+                "name": "shop",
+                "namespace": "prod",
+                "uid": "u-1",
+                "generation": generation,
+            },
+            "spec": spec,
+        }
+    )
+
+
+def make_deployment(
+    replicas: int = 1,
+    *,
+    ready: int | None = None,
+    updated: int | None = None,
+    available: int | None = None,
+    generation: int = 1,
+    observed_generation: int | None = None,
+    spec_replicas: int | None = None,
+) -> dict[str, Any]:
+    """A Deployment as the API returns it; by default fully rolled out with `replicas` pods."""
+    ready = replicas if ready is None else ready
+    status: dict[str, Any] = {
+        "observedGeneration": generation if observed_generation is None else observed_generation,
+        "replicas": replicas,
+        "updatedReplicas": replicas if updated is None else updated,
+        "readyReplicas": ready,
+        "availableReplicas": ready if available is None else available,
+    }
+    # The API server leaves zero counts out.
+    status = {key: value for key, value in status.items() if value}
+    return {
+        "metadata": {"name": "shop", "namespace": "prod", "generation": generation},
+        "spec": {"replicas": replicas if spec_replicas is None else spec_replicas},
+        "status": status,
+    }
+
+
+def condition(status: DatabaseStatus, type_: str) -> Condition:
+    matches = [c for c in status.conditions or [] if c.type == type_]
+    assert len(matches) == 1, f"exactly one {type_} condition expected"
+    return matches[0]
+
+
+def summary(status: DatabaseStatus) -> tuple[Phase | None, str, str, str]:
+    """phase and the status/reason of each condition, compactly."""
+
+    def brief(type_: str) -> str:
+        found = condition(status, type_)
+        return f"{found.status.value}/{found.reason}"
+
+    return status.phase, brief("Ready"), brief("Progressing"), brief("Degraded")
+
+
+def active_status() -> DatabaseStatus:
+    return compute_status(make_db(), make_deployment(), NO_STATUS, OK, T0)
+
+
+# --- the truth table ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("deployment", "previous_phase", "outcome", "expected"),
+    [
+        pytest.param(
+            None,
+            None,
+            OK,
+            (Phase.PENDING, "False/Creating", "True/Creating", "False/AsExpected"),
+            id="no-deployment-yet",
+        ),
+        pytest.param(
+            make_deployment(ready=0, updated=0, observed_generation=0),
+            None,
+            OK,
+            (Phase.PENDING, "False/RollingOut", "True/RollingOut", "False/AsExpected"),
+            id="deployment-not-observed-yet",
+        ),
+        pytest.param(
+            make_deployment(ready=0),
+            None,
+            OK,
+            (Phase.PENDING, "False/ReplicasUnavailable", "True/RollingOut", "False/AsExpected"),
+            id="first-pods-not-ready",
+        ),
+        pytest.param(
+            make_deployment(),
+            None,
+            OK,
+            (Phase.ACTIVE, "True/ReplicasReady", "False/RolloutComplete", "False/AsExpected"),
+            id="rolled-out",
+        ),
+        pytest.param(
+            make_deployment(ready=0),
+            Phase.ACTIVE,
+            OK,
+            (
+                Phase.DEGRADED,
+                "False/ReplicasUnavailable",
+                "False/RolloutComplete",
+                "True/ReplicasUnavailable",
+            ),
+            id="active-lost-replicas",
+        ),
+        pytest.param(
+            make_deployment(ready=0),
+            Phase.DEGRADED,
+            OK,
+            (
+                Phase.DEGRADED,
+                "False/ReplicasUnavailable",
+                "False/RolloutComplete",
+                "True/ReplicasUnavailable",
+            ),
+            id="still-degraded",
+        ),
+        pytest.param(
+            make_deployment(generation=2, observed_generation=1),
+            Phase.ACTIVE,
+            OK,
+            (Phase.DEGRADED, "False/RollingOut", "True/RollingOut", "False/AsExpected"),
+            id="active-rolling-out-with-all-replicas-ready",
+        ),
+        pytest.param(
+            make_deployment(ready=0),
+            Phase.FAILED,
+            OK,
+            (Phase.PENDING, "False/ReplicasUnavailable", "True/RollingOut", "False/AsExpected"),
+            id="failed-then-fixed-is-pending",
+        ),
+        pytest.param(
+            make_deployment(),
+            Phase.ACTIVE,
+            Outcome(failure_reason="CredentialsSecretNotFound", failure_message="no Secret x"),
+            (
+                Phase.FAILED,
+                "False/CredentialsSecretNotFound",
+                "False/CredentialsSecretNotFound",
+                "True/CredentialsSecretNotFound",
+            ),
+            id="failure",
+        ),
+        pytest.param(
+            make_deployment(),
+            Phase.ACTIVE,
+            Outcome(error_reason="ApiError", error_message="409 Conflict"),
+            (Phase.ACTIVE, "True/ReplicasReady", "False/RolloutComplete", "True/ApiError"),
+            id="retryable-error-while-ready",
+        ),
+        pytest.param(
+            None,
+            None,
+            Outcome(error_reason="ApiError", error_message="403 Forbidden"),
+            (Phase.PENDING, "False/Creating", "True/Creating", "True/ApiError"),
+            id="retryable-error-before-ready",
+        ),
+        pytest.param(
+            make_deployment(),
+            Phase.ACTIVE,
+            Outcome(paused=True),
+            (Phase.ACTIVE, "True/ReplicasReady", "False/Paused", "False/AsExpected"),
+            id="paused-while-ready",
+        ),
+        pytest.param(
+            None,
+            None,
+            Outcome(paused=True),
+            (Phase.PENDING, "False/Paused", "False/Paused", "False/AsExpected"),
+            id="paused-before-creation",
+        ),
+        pytest.param(
+            make_deployment(),
+            Phase.ACTIVE,
+            Outcome(deleting=True),
+            (Phase.DELETING, "False/Deleting", "True/Deleting", "False/Deleting"),
+            id="deleting",
+        ),
+        pytest.param(
+            make_deployment(),
+            Phase.ACTIVE,
+            Outcome(deleting=True, failure_reason="CredentialsSecretNotFound"),
+            (
+                Phase.DELETING,
+                "False/Deleting",
+                "True/Deleting",
+                "True/CredentialsSecretNotFound",
+            ),
+            id="deleting-wins-over-failure-for-phase",
+        ),
+    ],
+)
+def test_truth_table(
+    deployment: dict[str, Any] | None,
+    previous_phase: Phase | None,
+    outcome: Outcome,
+    expected: tuple[Phase, str, str, str],
+) -> None:
+    previous = DatabaseStatus(phase=previous_phase)
+    assert summary(compute_status(make_db(), deployment, previous, outcome, T0)) == expected
+
+
+# --- readiness details ----------------------------------------------------------------------
+
+
+def test_zero_replicas_is_ready_scaled_to_zero() -> None:
+    status = compute_status(make_db(replicas=0), make_deployment(0), NO_STATUS, OK, T0)
+    assert summary(status) == (
+        Phase.ACTIVE,
+        "True/ScaledToZero",
+        "False/RolloutComplete",
+        "False/AsExpected",
+    )
+    assert (status.replicas, status.ready_replicas) == (0, 0)
+
+
+def test_scaling_to_zero_is_not_ready_until_the_deployment_follows() -> None:
+    status = compute_status(make_db(replicas=0), make_deployment(1), active_status(), OK, T1)
+    assert condition(status, "Ready").reason == "RollingOut"
+
+
+def test_scaling_up_is_not_ready_until_the_deployment_spec_follows() -> None:
+    status = compute_status(make_db(replicas=3), make_deployment(1), active_status(), OK, T1)
+    assert condition(status, "Ready").status is ConditionStatus.FALSE
+    assert condition(status, "Progressing").reason == "RollingOut"
+
+
+def test_ready_needs_available_replicas_too() -> None:
+    status = compute_status(make_db(), make_deployment(available=0), NO_STATUS, OK, T0)
+    assert condition(status, "Ready").status is ConditionStatus.FALSE
+
+
+def test_lost_replicas_message_counts_ready_of_desired() -> None:
+    previous = compute_status(make_db(replicas=3), make_deployment(3), NO_STATUS, OK, T0)
+    status = compute_status(make_db(replicas=3), make_deployment(3, ready=1), previous, OK, T1)
+    assert condition(status, "Degraded").message == "1/3 replicas ready"
+    assert condition(status, "Ready").message == "1/3 replicas ready"
+
+
+def test_failure_message_names_the_problem() -> None:
+    outcome = Outcome(
+        failure_reason="CredentialsSecretNotFound",
+        failure_message="Secret my-creds not found in namespace prod",
+    )
+    status = compute_status(make_db(), None, NO_STATUS, outcome, T0)
+    ready = condition(status, "Ready")
+    assert (ready.reason, ready.message) == (
+        "CredentialsSecretNotFound",
+        "Secret my-creds not found in namespace prod",
+    )
+
+
+def test_error_message_is_carried_by_degraded() -> None:
+    outcome = Outcome(error_reason="ApiError", error_message="the API server said 500")
+    degraded = condition(compute_status(make_db(), None, NO_STATUS, outcome, T0), "Degraded")
+    assert (degraded.status, degraded.message) == (ConditionStatus.TRUE, "the API server said 500")
+
+
+def test_paused_condition_says_children_are_not_changed() -> None:
+    status = compute_status(
+        make_db(paused=True), make_deployment(), NO_STATUS, Outcome(paused=True), T0
+    )
+    progressing = condition(status, "Progressing")
+    assert progressing.status is ConditionStatus.FALSE
+    assert progressing.reason == "Paused"
+    assert "spec.paused is true" in progressing.message
+    assert "change" in progressing.message
+
+
+# --- the other status fields ----------------------------------------------------------------
+
+
+def test_status_fields_describe_the_deployment_and_how_to_connect() -> None:
+    db = make_db(generation=4, engine="redis", replicas=3, port=16379)
+    status = compute_status(db, make_deployment(3, ready=2, generation=7), NO_STATUS, OK, T0)
+    assert status.observed_generation == 4
+    assert status.version == "7.4"
+    assert (status.replicas, status.ready_replicas) == (3, 2)
+    assert status.selector == "app.kubernetes.io/instance=shop,app.kubernetes.io/name=redis"
+    assert status.endpoint == "shop.prod.svc:16379"
+    assert status.credentials_secret == "shop-credentials"
+
+
+def test_status_fields_default_to_zero_without_a_deployment() -> None:
+    status = compute_status(make_db(version="15"), None, NO_STATUS, OK, T0)
+    assert (status.replicas, status.ready_replicas) == (0, 0)
+    assert status.version == "15"
+
+
+def test_credentials_secret_follows_the_ref() -> None:
+    db = make_db(credentialsSecretRef={"name": "my-creds"})
+    assert compute_status(db, None, NO_STATUS, OK, T0).credentials_secret == "my-creds"
+
+
+def test_conditions_are_ready_progressing_degraded_once_each() -> None:
+    status = compute_status(make_db(), None, active_status(), OK, T1)
+    assert [c.type for c in status.conditions or []] == ["Ready", "Progressing", "Degraded"]
+
+
+def test_status_serialises_to_camel_case() -> None:
+    wire = active_status().to_wire()
+    assert wire["observedGeneration"] == 1
+    assert wire["readyReplicas"] == 1
+    assert wire["credentialsSecret"] == "shop-credentials"
+    ready = wire["conditions"][0]
+    assert ready["lastTransitionTime"] == "2024-05-01T12:00:00Z"
+    assert ready["observedGeneration"] == 1
+
+
+# --- transitions over time ------------------------------------------------------------------
+
+
+def test_pending_active_degraded_active() -> None:
+    db = make_db()
+    pending = compute_status(db, make_deployment(ready=0), NO_STATUS, OK, T0)
+    active = compute_status(db, make_deployment(), pending, OK, T1)
+    degraded = compute_status(db, make_deployment(ready=0), active, OK, T2)
+    recovered = compute_status(db, make_deployment(), degraded, OK, T3)
+
+    assert [s.phase for s in (pending, active, degraded, recovered)] == [
+        Phase.PENDING,
+        Phase.ACTIVE,
+        Phase.DEGRADED,
+        Phase.ACTIVE,
+    ]
+    assert condition(active, "Ready").last_transition_time == T1
+    assert condition(degraded, "Ready").last_transition_time == T2
+    assert condition(degraded, "Degraded").last_transition_time == T2
+    assert condition(recovered, "Ready").last_transition_time == T3
+    assert condition(recovered, "Degraded").last_transition_time == T3
+
+
+def test_last_transition_time_moves_only_when_status_flips() -> None:
+    db = make_db()
+    first = compute_status(
+        db, make_deployment(ready=0, updated=0, observed_generation=0), NO_STATUS, OK, T0
+    )
+    # Still not ready, for another reason: status unchanged, so the time stays.
+    second = compute_status(db, make_deployment(ready=0), first, OK, T1)
+    assert condition(second, "Ready").reason != condition(first, "Ready").reason
+    assert condition(second, "Ready").last_transition_time == T0
+    assert condition(second, "Degraded").last_transition_time == T0
+    # Progressing stays True/RollingOut: its time stays too.
+    assert condition(second, "Progressing").last_transition_time == T0
+
+
+def test_observed_generation_follows_the_generation_even_without_a_flip() -> None:
+    first = compute_status(make_db(generation=1), make_deployment(), NO_STATUS, OK, T0)
+    second = compute_status(make_db(generation=2, version="17"), make_deployment(), first, OK, T1)
+    assert second.observed_generation == 2
+    for type_ in ("Ready", "Progressing", "Degraded"):
+        found = condition(second, type_)
+        assert found.observed_generation == 2, type_
+        assert found.last_transition_time == T0, type_
+
+
+def test_an_unchanged_world_gives_an_equal_status() -> None:
+    db = make_db()
+    first = compute_status(db, make_deployment(), NO_STATUS, OK, T0)
+    assert compute_status(db, make_deployment(), first, OK, T3) == first
+
+
+def test_status_survives_a_round_trip_through_the_api() -> None:
+    db = make_db()
+    first = compute_status(db, make_deployment(), NO_STATUS, OK, T0 + timedelta(microseconds=7))
+    stored = DatabaseStatus.model_validate(first.to_wire())
+    assert compute_status(db, make_deployment(), stored, OK, T3) == stored
+
+
+def test_failed_then_fixed_becomes_active() -> None:
+    db = make_db()
+    failed = compute_status(
+        db, make_deployment(), NO_STATUS, Outcome(failure_reason="CredentialsSecretInvalid"), T0
+    )
+    assert failed.phase is Phase.FAILED
+    fixed = compute_status(db, make_deployment(), failed, OK, T1)
+    assert fixed.phase is Phase.ACTIVE
+    assert condition(fixed, "Degraded").status is ConditionStatus.FALSE
+
+
+def test_other_condition_types_are_kept() -> None:
+    foreign = Condition(
+        type="Backup", status=ConditionStatus.TRUE, last_transition_time=T0, reason="Done"
+    )
+    previous = DatabaseStatus(phase=Phase.ACTIVE, conditions=[foreign])
+    status = compute_status(make_db(), make_deployment(), previous, OK, T1)
+    assert condition(status, "Backup") == foreign
+
+
+def test_inputs_are_not_mutated() -> None:
+    db = make_db()
+    deployment = make_deployment(ready=0)
+    previous = active_status()
+    snapshot = (db.model_dump(), repr(deployment), previous.model_dump())
+    compute_status(db, deployment, previous, OK, T1)
+    assert snapshot == (db.model_dump(), repr(deployment), previous.model_dump())
+
+
+def test_naive_now_is_refused() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        compute_status(make_db(), None, NO_STATUS, OK, datetime(2024, 5, 1))
+
+
+# --- set_condition --------------------------------------------------------------------------
+
+
+def make_condition(status: ConditionStatus, at: datetime, reason: str = "R") -> Condition:
+    return Condition(
+        type="Ready", status=status, observed_generation=1, last_transition_time=at, reason=reason
+    )
+
+
+def test_set_condition_appends_a_new_type() -> None:
+    new = make_condition(ConditionStatus.TRUE, T0)
+    assert set_condition([], new) == [new]
+
+
+def test_set_condition_keeps_the_time_when_status_is_unchanged() -> None:
+    old = make_condition(ConditionStatus.TRUE, T0, reason="Old")
+    result = set_condition([old], make_condition(ConditionStatus.TRUE, T1, reason="New"))
+    assert [(c.reason, c.last_transition_time) for c in result] == [("New", T0)]
+
+
+def test_set_condition_moves_the_time_on_a_flip() -> None:
+    old = make_condition(ConditionStatus.TRUE, T0)
+    result = set_condition([old], make_condition(ConditionStatus.FALSE, T1))
+    assert [(c.status, c.last_transition_time) for c in result] == [(ConditionStatus.FALSE, T1)]
+
+
+def test_set_condition_does_not_modify_its_input() -> None:
+    old = make_condition(ConditionStatus.TRUE, T0)
+    conditions = [old]
+    set_condition(conditions, make_condition(ConditionStatus.FALSE, T1))
+    assert conditions == [old]
+    assert old.status is ConditionStatus.TRUE
