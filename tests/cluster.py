@@ -101,3 +101,32 @@ def wait_for(
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def condition(db: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    """The condition of ``type_`` in a Database's status, or None."""
+    for found in db.get("status", {}).get("conditions") or []:
+        if found["type"] == type_:
+            return found  # type: ignore[no-any-return]
+    return None
+
+
+def play_kubelet(cluster: Cluster, namespace: str, name: str, ready: int | None = None) -> None:
+    """No kubelet runs here: report the Deployment's pods as the controllers would, ``ready`` of
+    its spec.replicas ready (all by default), through the status subresource."""
+    deployment = cluster.apps.read_namespaced_deployment(name, namespace)
+    replicas = deployment.spec.replicas or 0
+    ready = replicas if ready is None else ready
+    cluster.apps.patch_namespaced_deployment_status(
+        name,
+        namespace,
+        {
+            "status": {
+                "observedGeneration": deployment.metadata.generation,
+                "replicas": replicas,
+                "updatedReplicas": replicas,
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+            }
+        },
+    )

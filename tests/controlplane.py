@@ -234,6 +234,10 @@ class ControlPlane:
     secure_port: int = field(default_factory=free_port)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # The kubeconfig names certificate files; relative paths would break for other folders.
+        self.workdir = self.workdir.resolve()
+
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.secure_port}"
@@ -401,7 +405,11 @@ def cluster_up(workdir: Path) -> int:
     for stale in ("etcd", "pki", "logs"):
         shutil.rmtree(workdir / stale, ignore_errors=True)
     plane = ControlPlane(workdir, detached=True).start()
-    crds = install_crds(plane.kubeconfig)
+    try:
+        crds = install_crds(plane.kubeconfig)
+    except BaseException:
+        plane.stop()
+        raise
     print(f"kube-apiserver {kube_version()} is ready at {plane.url}; installed {', '.join(crds)}")
     print(f"logs: {workdir / 'logs'}; stop it with: make cluster-down")
     print(f"export KUBECONFIG={plane.kubeconfig}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from database_operator import __version__
 
@@ -21,12 +23,114 @@ def _version(_: argparse.Namespace) -> int:
     return 0
 
 
+def _render(args: argparse.Namespace) -> int:
+    """Print the children of each Database in the file(s), built offline by the same builders."""
+    import yaml
+    from pydantic import ValidationError
+
+    from database_operator import desired
+    from database_operator.api.models import KIND, Database
+
+    documents: list[dict[str, Any]] = []
+    for path in args.filename:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        for doc in yaml.safe_load_all(text):
+            if not doc or doc.get("kind") != KIND:
+                continue
+            try:
+                db = Database.model_validate(doc)
+            except ValidationError as error:
+                print(f"{path}: invalid Database: {error}", file=sys.stderr)
+                return 1
+            db.metadata.setdefault("namespace", args.namespace)
+            if db.spec.credentials_secret_ref is None:
+                secret = desired.secret(db, "placeholder")
+                # The password is generated in the cluster, once; never printed.
+                secret["data"] = {key: "<generated>" for key in secret["data"]}
+                documents.append(secret)
+            documents.extend(desired.children(db))
+    sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pydantic import ValidationError
+
+    from database_operator import logs
+    from database_operator.config import ENV_PREFIX, Settings
+
+    flags = {
+        key: value
+        for key, value in vars(args).items()
+        if key in Settings.model_fields and value is not None
+    }
+    if args.all_namespaces:
+        flags["namespaces"] = []
+    try:
+        settings = Settings(**flags)
+    except ValidationError as error:
+        for problem in error.errors():
+            name = str(problem["loc"][0]) if problem["loc"] else "?"
+            print(
+                f"invalid setting {name} (flag --{name.replace('_', '-')}, "
+                f"env {ENV_PREFIX}{name.upper()}): {problem['msg']} (got {problem.get('input')!r})",
+                file=sys.stderr,
+            )
+        return 2
+    logs.setup(settings.log_level, settings.log_format)
+    from database_operator import runner
+
+    asyncio.run(runner.run(settings))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="database-operator",
         description="A Kubernetes operator that turns Database resources into running databases.",
     )
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        help="run the operator against the in-cluster config or the current kubeconfig",
+        description="Run the operator. Every flag overrides the DATABASE_OPERATOR_* env variable "
+        "of the same name.",
+    )
+    scope = run.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n",
+        "--namespace",
+        dest="namespaces",
+        action="append",
+        metavar="NS",
+        help="watch this namespace (repeatable, globs allowed)",
+    )
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch all namespaces")
+    run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    run.add_argument("--log-format", help="json or console")
+    run.add_argument("--metrics-port", help="port of /metrics (0: off)")
+    run.add_argument("--health-port", help="port of /healthz and /readyz (0: off)")
+    run.add_argument("--resync-interval", help="seconds between periodic reconciles")
+    run.add_argument(
+        "--peering",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="coordinate replicas with Kopf peering (HA)",
+    )
+    run.add_argument("--peering-name", help="name of the KopfPeering object")
+    run.add_argument("--priority", help="peering priority (default: derived from the pod name)")
+    run.set_defaults(func=_run)
+
+    render = commands.add_parser(
+        "render", help="print the children a Database file would get (offline)"
+    )
+    render.add_argument("-f", "--filename", action="append", required=True, help="file, or -")
+    render.add_argument("--namespace", default="default", help="namespace when the file has none")
+    render.set_defaults(func=_render)
+
     commands.add_parser(
         "crd", help="print the Database CRD generated from the API models"
     ).set_defaults(func=_crd)

@@ -41,14 +41,17 @@ Degraded
     outcome.failure_reason             True    <failure_reason>
     outcome.error_reason               True    <error_reason> (message: error_message)
     outcome.deleting                   False   Deleting
-    was_active, readyReplicas<desired  True    ReplicasUnavailable ("1/3 replicas ready")
+    was_active, replicas lost          True    ReplicasUnavailable ("1/3 replicas ready")
     otherwise                          False   AsExpected
     =================================  ======  ===============================================
 
+"Replicas lost": readyReplicas fell below min(spec.replicas, the previous readyReplicas), or
+Degraded already says ReplicasUnavailable and readyReplicas is still below spec.replicas. A
+scale-up (more wanted than were ever ready) or a scale-down loses nothing.
+
 Phase: Deleting if outcome.deleting; else Failed if outcome.failure_reason; else Active if Ready;
-else Degraded if was_active; else Pending. (So a rollout of an Active database, with Ready False
-until it completes, shows Degraded meanwhile; the Degraded *condition* stays False unless ready
-replicas actually drop below spec.replicas.)
+else Pending if it never was Active; else Degraded if the Degraded condition is True; else Active
+(a rollout or scale-up of an Active database: Ready False and Progressing True say so).
 
 Every condition carries observedGeneration = metadata.generation (it was evaluated for that
 generation even if its status did not change); lastTransitionTime moves only when status flips.
@@ -210,26 +213,46 @@ def _progressing_from_deployment(observed: _Observed, was_active: bool) -> _Verd
     return _false("RolloutComplete", f"the Deployment is rolled out; {observed.ready_message()}")
 
 
-def _degraded(observed: _Observed, outcome: Outcome, was_active: bool) -> _Verdict:
+def _degraded(
+    observed: _Observed, outcome: Outcome, was_active: bool, previous: DatabaseStatus
+) -> _Verdict:
     if outcome.failure_reason:
         return _true(outcome.failure_reason, outcome.failure_message)
     if outcome.error_reason:
         return _true(outcome.error_reason, outcome.error_message)
     if outcome.deleting:
         return _false("Deleting", DELETING_MESSAGE)
-    if was_active and observed.ready < observed.desired:
+    if was_active and _lost_replicas(observed, previous):
         return _true("ReplicasUnavailable", observed.ready_message())
     return _false("AsExpected", "")
 
 
-def _phase(ready: _Verdict, outcome: Outcome, was_active: bool) -> Phase:
+def _lost_replicas(observed: _Observed, previous: DatabaseStatus) -> bool:
+    """Ready replicas dropped below what was ready and is still wanted, or stay below after a
+    drop. Scaling up (more wanted than ever ready) and scaling down lose nothing."""
+    if observed.ready >= observed.desired:
+        return False
+    before = previous.ready_replicas or 0
+    if observed.ready < min(observed.desired, before):
+        return True
+    still = next((c for c in previous.conditions or [] if c.type == DEGRADED), None)
+    return bool(
+        still and still.status is ConditionStatus.TRUE and still.reason == "ReplicasUnavailable"
+    )
+
+
+def _phase(ready: _Verdict, degraded: _Verdict, outcome: Outcome, was_active: bool) -> Phase:
     if outcome.deleting:
         return Phase.DELETING
     if outcome.failure_reason:
         return Phase.FAILED
     if ready.status is ConditionStatus.TRUE:
         return Phase.ACTIVE
-    return Phase.DEGRADED if was_active else Phase.PENDING
+    if not was_active:
+        return Phase.PENDING
+    # A rollout or scale-up of an Active database keeps it Active (Ready False, Progressing
+    # True say what is going on); only lost replicas or failing reconciles make it Degraded.
+    return Phase.DEGRADED if degraded.status is ConditionStatus.TRUE else Phase.ACTIVE
 
 
 def set_condition(conditions: list[Condition], new: Condition) -> list[Condition]:
@@ -280,7 +303,7 @@ def compute_status(
     verdicts = {
         READY: _ready(observed, outcome),
         PROGRESSING: _progressing(observed, outcome, was_active),
-        DEGRADED: _degraded(observed, outcome, was_active),
+        DEGRADED: _degraded(observed, outcome, was_active, previous),
     }
     generation = _generation(db)
     stamped = _seconds(now)
@@ -299,7 +322,7 @@ def compute_status(
         )
     return DatabaseStatus(
         observed_generation=generation,
-        phase=_phase(verdicts[READY], outcome, was_active),
+        phase=_phase(verdicts[READY], verdicts[DEGRADED], outcome, was_active),
         version=desired.resolved_version(db),
         replicas=observed.replicas,
         ready_replicas=observed.ready,

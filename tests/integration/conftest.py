@@ -1,11 +1,99 @@
-"""Everything under tests/integration needs the control plane: mark it so."""
+"""Integration fixtures: everything here needs the control plane, and most tests an operator."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+from tests.cluster import Cluster, wait_for
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in str(item.path):
             item.add_marker(pytest.mark.integration)
+
+
+@dataclass
+class OperatorProcess:
+    """`database-operator run` in a subprocess, its stderr (the log) captured to a file."""
+
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        """Every log line, parsed: each must be one JSON object."""
+        return [json.loads(line) for line in self.log_text().splitlines() if line.strip()]
+
+    def reconciles(self, name: str, trigger: str | None = None) -> list[dict[str, Any]]:
+        return [
+            line
+            for line in self.log_lines()
+            if line.get("event") == "reconciled"
+            and line.get("name") == name
+            and (trigger is None or line.get("trigger") == trigger)
+        ]
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def start_operator(cluster: Cluster, log_path: Path, *args: str) -> OperatorProcess:
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "database_operator.cli", "run", *args],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    operator = OperatorProcess(proc, log_path)
+    wait_for(
+        lambda: (
+            proc.poll() is not None or "Initial authentication has finished" in operator.log_text()
+        ),
+        timeout=30,
+        what="the operator to start",
+    )
+    assert proc.poll() is None, f"the operator exited: {operator.log_text()}"
+    return operator
+
+
+#: Resync often, so drift tests need not wait long.
+RESYNC_S = 1.0
+
+
+@pytest.fixture
+def operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """An operator watching only this test's namespace (so tests cannot disturb each other)."""
+    running = start_operator(
+        cluster,
+        tmp_path / "operator.log",
+        f"--namespace={namespace}",
+        f"--resync-interval={RESYNC_S}",
+        "--health-port=0",
+        "--metrics-port=0",
+        "--log-level=DEBUG",
+    )
+    yield running
+    assert running.stop() == 0, running.log_text()[-3000:]

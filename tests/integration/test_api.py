@@ -71,7 +71,8 @@ def test_kubectl_get_shows_the_printer_columns(cluster: Cluster, namespace: str)
     cluster.create_db(namespace, "shown", {"engine": "redis", "replicas": 2})
     table = cluster.kubectl("get", "db", "-n", namespace).splitlines()
     assert table[0].split() == ["NAME", "ENGINE", "VERSION", "REPLICAS", "READY", "PHASE", "AGE"]
-    assert table[1].split()[:3] == ["shown", "redis", "<none>"]
+    # Version, Ready and Phase are empty until the operator writes status.
+    assert table[1].split()[:3] == ["shown", "redis", "2"]
     wide = cluster.kubectl(
         "get", "databases.v1.databases.example.com", "-n", namespace, "-o", "wide"
     )

@@ -148,7 +148,7 @@ def active_status() -> DatabaseStatus:
             make_deployment(generation=2, observed_generation=1),
             Phase.ACTIVE,
             OK,
-            (Phase.DEGRADED, "False/RollingOut", "True/RollingOut", "False/AsExpected"),
+            (Phase.ACTIVE, "False/RollingOut", "True/RollingOut", "False/AsExpected"),
             id="active-rolling-out-with-all-replicas-ready",
         ),
         pytest.param(
@@ -225,8 +225,24 @@ def test_truth_table(
     outcome: Outcome,
     expected: tuple[Phase, str, str, str],
 ) -> None:
-    previous = DatabaseStatus(phase=previous_phase)
-    assert summary(compute_status(make_db(), deployment, previous, outcome, T0)) == expected
+    assert summary(
+        compute_status(make_db(), deployment, previous_of(previous_phase), outcome, T0)
+    ) == (expected)
+
+
+def previous_of(phase: Phase | None) -> DatabaseStatus:
+    """A stored status in ``phase`` as the operator would have left it for one replica."""
+    if phase is Phase.ACTIVE:
+        return DatabaseStatus(phase=phase, ready_replicas=1)
+    if phase is Phase.DEGRADED:
+        lost = Condition(
+            type="Degraded",
+            status=ConditionStatus.TRUE,
+            reason="ReplicasUnavailable",
+            last_transition_time=T0,
+        )
+        return DatabaseStatus(phase=phase, ready_replicas=0, conditions=[lost])
+    return DatabaseStatus(phase=phase)
 
 
 # --- readiness details ----------------------------------------------------------------------
@@ -462,3 +478,35 @@ def test_set_condition_does_not_modify_its_input() -> None:
     set_condition(conditions, make_condition(ConditionStatus.FALSE, T1))
     assert conditions == [old]
     assert old.status is ConditionStatus.TRUE
+
+
+def test_scaling_up_an_active_database_is_progress_not_degradation() -> None:
+    active = compute_status(make_db(replicas=1), make_deployment(1), NO_STATUS, OK, T0)
+    scaling = compute_status(
+        make_db(2, replicas=3), make_deployment(3, ready=1, generation=2), active, OK, T1
+    )
+    assert summary(scaling) == (
+        Phase.ACTIVE,
+        "False/ReplicasUnavailable",
+        "False/RolloutComplete",
+        "False/AsExpected",
+    )
+
+
+def test_scaling_down_loses_nothing() -> None:
+    three = compute_status(make_db(replicas=3), make_deployment(3), NO_STATUS, OK, T0)
+    one = compute_status(make_db(2, replicas=1), make_deployment(1, generation=2), three, OK, T1)
+    assert summary(one)[0] == Phase.ACTIVE
+    assert condition(one, "Degraded").status is ConditionStatus.FALSE
+
+
+def test_degraded_stays_until_every_wanted_replica_is_back() -> None:
+    three = compute_status(make_db(replicas=3), make_deployment(3), NO_STATUS, OK, T0)
+    lost_two = compute_status(make_db(replicas=3), make_deployment(3, ready=1), three, OK, T1)
+    one_back = compute_status(make_db(replicas=3), make_deployment(3, ready=2), lost_two, OK, T2)
+    all_back = compute_status(make_db(replicas=3), make_deployment(3), one_back, OK, T3)
+    assert [s.phase for s in (lost_two, one_back, all_back)] == [
+        Phase.DEGRADED,
+        Phase.DEGRADED,
+        Phase.ACTIVE,
+    ]

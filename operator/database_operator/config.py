@@ -1,0 +1,73 @@
+"""The operator's settings: environment (prefix DATABASE_OPERATOR_), overridden by flags.
+
+Each setting is one field here; `database-operator run --help` and the README table list the
+same names. An invalid value stops start-up with a message that names the setting.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+ENV_PREFIX = "DATABASE_OPERATOR_"
+
+
+class LogFormat(StrEnum):
+    JSON = "json"
+    CONSOLE = "console"
+
+
+class LogLevel(StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+class Settings(BaseSettings):
+    """How the operator runs."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    namespaces: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Namespaces to watch, comma-separated (globs allowed); empty watches all.",
+    )
+    log_level: LogLevel = Field(default=LogLevel.INFO, description="DEBUG, INFO, WARNING or ERROR.")
+    log_format: LogFormat = Field(
+        default=LogFormat.JSON, description="json (one object per line) or console (for people)."
+    )
+    metrics_port: int = Field(
+        default=8080, ge=0, le=65535, description="Port of /metrics; 0 turns metrics off."
+    )
+    health_port: int = Field(
+        default=8081, ge=0, le=65535, description="Port of /healthz and /readyz; 0 turns them off."
+    )
+    resync_interval: float = Field(
+        default=60.0, gt=0, description="Seconds between periodic reconciles of each Database."
+    )
+    peering: bool = Field(
+        default=False, description="Coordinate several replicas with Kopf peering (HA)."
+    )
+    peering_name: str = Field(
+        default="database-operator", min_length=1, description="Name of the KopfPeering object."
+    )
+    priority: int | None = Field(
+        default=None,
+        description="Peering priority; empty derives a distinct one from the pod name (HA).",
+    )
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split_namespaces(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value

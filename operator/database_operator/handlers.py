@@ -1,0 +1,207 @@
+"""Kopf wiring only: which events lead to `reconcile` or `finalize`, and Kopf's own settings.
+
+Create, update and resume of a Database, the periodic resync timer, and any change of an owned
+Deployment or Service all end in the same idempotent reconcile, serialised per Database by a
+lock (a timer tick can overlap a change handler). Handlers are registered on a fresh registry
+per operator, so tests can run several.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import kopf
+
+from database_operator import desired
+from database_operator.api.models import GROUP, KIND, PLURAL, VERSION
+from database_operator.config import Settings
+from database_operator.kube import ApiError, Kube
+from database_operator.reconcile import EventSink, Result, finalize, reconcile
+
+#: Kopf's bookkeeping (progress, diff-base, finalizer) under our own prefix, out of `status`.
+PREFIX = GROUP
+#: Owned children are watched with this server-side label selector: nothing else is streamed.
+CHILD_SELECTOR = f"app.kubernetes.io/managed-by={desired.MANAGED_BY}"
+#: Consecutive failures of one Database before its Degraded condition says so.
+ERRORS_BEFORE_DEGRADED = 3
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Context:
+    """What every handler shares: the API access, the settings and the per-object locks."""
+
+    kube: Kube
+    settings: Settings
+    locks: defaultdict[tuple[str, str], asyncio.Lock] = field(
+        default_factory=lambda: defaultdict(asyncio.Lock)
+    )
+
+
+def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
+    """Kopf's settings for this operator (fixed before the first release: changing the
+    prefixes later makes Kopf re-handle every object)."""
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    for group, version, plural in (("apps", "v1", "deployments"), ("", "v1", "services")):
+        settings.watching.label_selectors[group, version, plural] = CHILD_SELECTOR
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+
+
+def events_for(body: kopf.Body) -> EventSink:
+    def post(type_: str, reason: str, message: str) -> None:
+        kopf.event(body, type=type_, reason=reason, message=message)
+
+    return post
+
+
+def log_result(
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    trigger: str,
+    result: Result,
+    started: float,
+) -> None:
+    changed = bool(result.created or result.corrected or result.status_written)
+    # A resync that found nothing to do is routine: DEBUG, so INFO logs show only changes.
+    logger.log(
+        logging.INFO if changed else logging.DEBUG,
+        "reconciled",
+        extra={
+            "trigger": trigger,
+            "result": result.result,
+            "phase": str(result.status.phase),
+            "children_created": result.created,
+            "children_corrected": result.corrected,
+            "status_written": result.status_written,
+            "duration_s": round(time.monotonic() - started, 4),
+            "generation": result.status.observed_generation,
+        },
+    )
+
+
+async def run_reconcile(
+    ctx: Context,
+    body: kopf.Body | dict[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    trigger: str,
+    retry: int = 0,
+) -> Result | None:
+    """Reconcile under the Database's lock; API failures become Kopf temporary errors."""
+    meta = body["metadata"]
+    if meta.get("deletionTimestamp"):
+        return None
+    key = (meta["namespace"], meta["name"])
+    started = time.monotonic()
+    async with ctx.locks[key]:
+        # The freshest body: a timer or a child event may carry one older than the last write.
+        current = await ctx.kube.get(KIND, *key)
+        if current is None or current["metadata"].get("deletionTimestamp"):
+            return None
+        try:
+            result = await reconcile(ctx.kube, current, events_for(body_of(current, body)))
+        except ApiError as error:
+            if not error.retryable:
+                logger.error("reconcile failed", extra={"trigger": trigger, "error": str(error)})
+                raise kopf.PermanentError(str(error)) from error
+            delay = min(60, 2 ** min(retry, 6))
+            logger.warning(
+                "reconcile failed, will retry",
+                extra={"trigger": trigger, "error": str(error), "retry_in_s": delay},
+            )
+            raise kopf.TemporaryError(str(error), delay=delay) from error
+    log_result(logger, trigger, result, started)
+    return result
+
+
+def body_of(current: dict[str, Any], fallback: kopf.Body | dict[str, Any]) -> kopf.Body:
+    """A kopf.Body for posting Events (Kopf needs only the object's reference fields)."""
+    if isinstance(fallback, kopf.Body):
+        return fallback
+    return kopf.Body(cast(kopf.RawBody, current))
+
+
+def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegistry:
+    """Register the operator's handlers on ``registry``."""
+
+    @kopf.on.startup(id="configure", registry=registry)
+    def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        configure_kopf(settings, ctx.settings)
+
+    @kopf.on.login(id="login", registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_via_client(**kwargs)
+
+    # Handler ids name Kopf's progress annotations: keep them stable across releases.
+    @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
+    @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
+    @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
+    async def on_change(
+        body: kopf.Body, logger: kopf.Logger, reason: str, retry: int, **_: Any
+    ) -> None:
+        await run_reconcile(ctx, body, logger, trigger=str(reason), retry=retry)
+
+    @kopf.timer(
+        GROUP,
+        VERSION,
+        PLURAL,
+        interval=ctx.settings.resync_interval,
+        initial_delay=ctx.settings.resync_interval,
+        id="resync",
+        registry=registry,
+    )
+    async def resync(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
+        await run_reconcile(ctx, body, logger, trigger="resync", retry=kwargs.get("retry", 0))
+
+    @kopf.on.delete(GROUP, VERSION, PLURAL, id="finalize", registry=registry)
+    async def on_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        async with ctx.locks[key]:
+            try:
+                deleted = await finalize(ctx.kube, body, events_for(body))
+            except ApiError as error:
+                if not error.retryable:
+                    raise kopf.PermanentError(str(error)) from error
+                raise kopf.TemporaryError(str(error), delay=5) from error
+        ctx.locks.pop(key, None)
+        logger.info("finalized", extra={"deleted": deleted})
+
+    async def on_child(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+        owner = next(
+            (
+                ref
+                for ref in body.metadata.get("ownerReferences") or []
+                if ref.get("kind") == KIND and ref.get("apiVersion") == f"{GROUP}/{VERSION}"
+            ),
+            None,
+        )
+        if owner is None or body.metadata.namespace is None:
+            return
+        database = {"metadata": {"namespace": body.metadata.namespace, "name": owner["name"]}}
+        # Event handlers are not retried; a failure here is left to the resync timer.
+        with contextlib.suppress(kopf.TemporaryError, kopf.PermanentError):
+            await run_reconcile(ctx, database, logger, trigger=str(body.get("kind", "child")))
+
+    for group, version, plural in (("apps", "v1", "deployments"), ("", "v1", "services")):
+        kopf.on.event(
+            group=group or None,
+            version=version,
+            plural=plural,
+            labels={"app.kubernetes.io/managed-by": desired.MANAGED_BY},
+            id=f"watch-{plural}",
+            registry=registry,
+        )(on_child)
+
+    return registry

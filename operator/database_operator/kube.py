@@ -1,0 +1,191 @@
+"""The only module that talks to the Kubernetes API: get, create, apply, patch, delete.
+
+Objects go in and come out as plain camelCase dicts, exactly as the API server speaks them, so
+the pure builders and the status function never see client model classes. The official client
+is synchronous; each call runs in a worker thread so Kopf's event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from database_operator.api.models import GROUP, PLURAL, VERSION
+
+Manifest = dict[str, Any]
+
+FIELD_MANAGER = "database-operator"
+
+#: kind -> (API path prefix, plural) for the kinds the operator reads and writes.
+RESOURCES: dict[str, tuple[str, str]] = {
+    "Secret": ("/api/v1", "secrets"),
+    "Service": ("/api/v1", "services"),
+    "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims"),
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "Database": (f"/apis/{GROUP}/{VERSION}", PLURAL),
+}
+
+#: HTTP statuses worth retrying: conflicts, throttling, and the server's own trouble.
+RETRYABLE = {409, 429, 500, 502, 503, 504}
+
+
+@dataclass
+class ApiError(Exception):
+    """A failed API call, with what a caller needs to decide: retry or report."""
+
+    status: int  # 0 when the server could not be reached
+    reason: str
+    message: str
+    verb: str
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.path}: {self.status} {self.reason}: {self.message}"
+
+    @property
+    def retryable(self) -> bool:
+        """Worth trying again later: no answer, a conflict, throttling, a server error, or an
+        authorization problem an administrator may fix (RBAC applied after the operator)."""
+        return self.status in RETRYABLE or self.status in (0, 401, 403)
+
+
+def _api_error(error: Exception, verb: str, path: str) -> ApiError:
+    if isinstance(error, ApiException):
+        message = str(error.reason)
+        with contextlib.suppress(ValueError, AttributeError):
+            message = json.loads(error.body or "{}").get("message", message)
+        return ApiError(int(error.status or 0), str(error.reason), message, verb, path)
+    return ApiError(0, type(error).__name__, str(error), verb, path)
+
+
+def new_api_client() -> client.ApiClient:
+    """A client for the cluster the operator runs in, else the current kubeconfig context."""
+    try:
+        config.load_incluster_config()
+        return client.ApiClient()
+    except config.ConfigException:
+        return config.new_client_from_config()
+
+
+class Kube:
+    """Typed-enough access to the few resources the operator manages.
+
+    ``on_error`` is told of every failed call (metrics count them by status).
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        field_manager: str = FIELD_MANAGER,
+        on_error: Callable[[ApiError], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.field_manager = field_manager
+        self.on_error = on_error
+
+    @staticmethod
+    def path(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
+        prefix, plural = RESOURCES[kind]
+        path = f"{prefix}/namespaces/{namespace}/{plural}"
+        if name:
+            path += f"/{name}"
+        if sub:
+            path += f"/{sub}"
+        return path
+
+    def _call(
+        self,
+        verb: str,
+        path: str,
+        body: Any = None,
+        content_type: str = "application/json",
+        query: list[tuple[str, str]] | None = None,
+    ) -> Manifest:
+        try:
+            response = self.api.call_api(
+                path,
+                verb,
+                query_params=query or [],
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=30,
+            )
+        except (ApiException, HTTPError, OSError) as raw:
+            error = _api_error(raw, verb, path)
+            if self.on_error is not None:
+                self.on_error(error)
+            raise error from raw
+        return json.loads(response.data or b"{}")  # type: ignore[no-any-return]
+
+    async def _acall(self, *args: Any, **kwargs: Any) -> Manifest:
+        return await asyncio.to_thread(self._call, *args, **kwargs)
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    async def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
+        """The object, or None when it does not exist."""
+        try:
+            return await self._acall("GET", self.path(kind, namespace, name))
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    async def apply(self, manifest: Manifest) -> Manifest:
+        """Server-side apply under our field manager: we own the fields we send, nothing else."""
+        meta = manifest["metadata"]
+        return await self._acall(
+            "PATCH",
+            self.path(manifest["kind"], meta["namespace"], meta["name"]),
+            body=manifest,
+            content_type="application/apply-patch+yaml",
+            query=[("fieldManager", self.field_manager), ("force", "true")],
+        )
+
+    async def create(self, manifest: Manifest) -> Manifest:
+        meta = manifest["metadata"]
+        return await self._acall(
+            "POST",
+            self.path(manifest["kind"], meta["namespace"]),
+            body=manifest,
+            query=[("fieldManager", self.field_manager)],
+        )
+
+    async def merge_patch(
+        self, kind: str, namespace: str, name: str, patch: Manifest, sub: str | None = None
+    ) -> Manifest:
+        return await self._acall(
+            "PATCH",
+            self.path(kind, namespace, name, sub),
+            body=patch,
+            content_type="application/merge-patch+json",
+            query=[("fieldManager", self.field_manager)],
+        )
+
+    async def patch_status(self, namespace: str, name: str, status: Manifest) -> Manifest:
+        """Merge-patch the Database's status through the status subresource."""
+        return await self.merge_patch("Database", namespace, name, {"status": status}, "status")
+
+    async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool:
+        """Delete the object with this uid (never a namesake created since); False if gone."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        try:
+            await self._acall("DELETE", self.path(kind, namespace, name), body=body)
+        except ApiError as error:
+            if error.status in (404, 409):
+                return False
+            raise
+        return True
