@@ -39,11 +39,11 @@ def covers(observed: Any, desired: Any) -> bool:  # noqa: PLR0911 (one return pe
             and len(observed) == len(desired)
             and all(covers(o, d) for o, d in zip(observed, desired, strict=True))
         )
+    if isinstance(desired, bool) or isinstance(observed, bool):
+        return type(observed) is type(desired) and observed == desired
     if observed == desired:
         return True
     if isinstance(desired, (str, int)) and isinstance(observed, (str, int)):
-        if isinstance(desired, bool) or isinstance(observed, bool):
-            return False
         return _same_quantity(observed, desired)
     if isinstance(desired, (Decimal, float)):
         return _same_quantity(observed, desired)

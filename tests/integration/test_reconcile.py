@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.cluster import Cluster, condition, play_kubelet, wait_for
+from tests.cluster import Cluster, condition, play_kubelet, wait_for, write_requests
 from tests.integration.conftest import RESYNC_S, OperatorProcess
 
 LABELS = {
@@ -381,7 +381,7 @@ def deleting(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     )
 
     def finalized(db: dict[str, Any]) -> bool:
-        return db["metadata"].get("finalizers") == ["test.example.com/hold"]
+        return bool(db["metadata"].get("finalizers") == ["test.example.com/hold"])
 
     db = wait_for_status(cluster, namespace, name, "the operator's finalizer to go", finalized)
     assert db["status"]["phase"] == "Deleting"
@@ -472,3 +472,34 @@ def test_data_the_operator_did_not_create_is_never_deleted(
     pvc = cluster.core.read_namespaced_persistent_volume_claim("db-data", namespace)
     assert pvc.metadata.deletion_timestamp is None
     release(cluster, namespace, "db")
+
+
+def test_steady_state_resyncs_make_no_write_requests(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    cluster.create_db(namespace, "db", {"storage": {"size": "1Gi"}})
+    cluster.create_db(namespace, "cache", {"engine": "redis", "replicas": 2})
+    for name in ("db", "cache"):
+        wait_for_status(cluster, namespace, name, "first reconcile", observed)
+        play_kubelet(cluster, namespace, name)
+        wait_for_status(cluster, namespace, name, "Active", phase_is("Active"))
+    # Let the last status write and Kopf's own bookkeeping settle before counting.
+    settled = len(operator.reconciles("db", "resync"))
+    wait_for(lambda: len(operator.reconciles("db", "resync")) >= settled + 2, what="resyncs")
+
+    before = write_requests(cluster)
+    assert before.get("PATCH databases/status", 0) > 0, "the counter must see the status writes"
+    resyncs = len(operator.reconciles("db", "resync")) + len(operator.reconciles("cache", "resync"))
+    wait_for(
+        lambda: (
+            len(operator.reconciles("db", "resync")) + len(operator.reconciles("cache", "resync"))
+            >= resyncs + 10
+        ),
+        timeout=RESYNC_S * 5 + 10,
+        what="ten more resyncs",
+    )
+    after = write_requests(cluster)
+    writes = {
+        key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key)
+    }
+    assert writes == {}, f"steady-state resyncs wrote: {writes}"

@@ -1,0 +1,58 @@
+"""The CLI's offline commands: crd, render, version, and settings errors of run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from database_operator.api.crd import crd_yaml
+from database_operator.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[2] / "config" / "samples"
+
+
+def test_crd_prints_the_generated_crd(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["crd"]) == 0
+    assert capsys.readouterr().out == crd_yaml()
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.startswith("database-operator ")
+
+
+def test_render_prints_every_child_and_no_password(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "-f", str(SAMPLES / "postgres.yaml")]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in docs] == ["Secret", "Deployment", "Service", "PersistentVolumeClaim"]
+    assert docs[0]["data"] == {"username": "<generated>", "password": "<generated>"}
+    assert {d["metadata"]["namespace"] for d in docs} == {"default"}
+
+
+def test_render_with_a_credentials_ref_prints_no_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "db.yaml"
+    db.write_text(
+        "apiVersion: databases.example.com/v1\nkind: Database\nmetadata: {name: x, namespace: n}\n"
+        "spec: {engine: redis, credentialsSecretRef: {name: mine}}\n"
+    )
+    assert main(["render", "-f", str(db)]) == 0
+    kinds = [d["kind"] for d in yaml.safe_load_all(capsys.readouterr().out)]
+    assert kinds == ["Deployment", "Service"]
+
+
+def test_render_names_the_bad_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "db.yaml"
+    db.write_text("kind: Database\nmetadata: {name: x}\nspec: {replicas: 99}\n")
+    assert main(["render", "-f", str(db)]) == 1
+    assert "replicas" in capsys.readouterr().err
+
+
+def test_run_refuses_a_bad_setting_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--metrics-port", "99999"]) == 2
+    err = capsys.readouterr().err
+    assert "metrics_port" in err
+    assert "DATABASE_OPERATOR_METRICS_PORT" in err
