@@ -38,6 +38,10 @@ tools: $(BIN)/kubectl $(BIN)/helm ## Install kubectl and helm into bin/ (from Py
 envtest: ## Build etcd and kube-apiserver (pinned, Go module proxy) into bin/k8s/<version>.
 	@if [[ -n "$${KUBEBUILDER_ASSETS:-}" ]]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else hack/envtest.sh >/dev/null; fi
 
+.PHONY: prometheus
+prometheus: ## Make sure prometheus and promtool exist (Debian's package) for the metrics tests.
+	hack/install-prometheus.sh
+
 .PHONY: lock
 lock: ## Re-resolve requirements*.lock from pyproject.toml (needs uv).
 	uv pip compile pyproject.toml --python-version 3.11 -o requirements.lock
@@ -68,11 +72,11 @@ unit: install ## Unit tests (no server).
 	$(VENV)/bin/pytest -m "not integration" $(PYTEST_ARGS)
 
 .PHONY: integration
-integration: install tools envtest ## Integration tests against a real etcd + kube-apiserver.
+integration: install tools envtest prometheus ## Integration tests against a real etcd + kube-apiserver.
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint typecheck install tools envtest ## Everything: lint, typecheck, unit and integration tests.
+test: lint typecheck install tools envtest prometheus ## Everything: lint, typecheck, unit and integration tests.
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 ##@ Local control plane

@@ -139,6 +139,7 @@ class Pki:
     """Paths of the generated certificates and keys."""
 
     ca: Path
+    ca_key: Path
     serving_cert: Path
     serving_key: Path
     admin_cert: Path
@@ -172,6 +173,7 @@ def make_pki(folder: Path) -> Pki:
     pem = serialization.Encoding.PEM
     return Pki(
         ca=write("ca.crt", ca.public_bytes(pem)),
+        ca_key=write("ca.key", _pem_key(ca_key)),
         serving_cert=write("apiserver.crt", serving.public_bytes(pem)),
         serving_key=write("apiserver.key", _pem_key(serving_key)),
         admin_cert=write("admin.crt", admin.public_bytes(pem)),
@@ -184,7 +186,40 @@ def make_pki(folder: Path) -> Pki:
     )
 
 
-def write_kubeconfig(path: Path, server: str, pki: Pki) -> None:
+def client_certificate(pki: Pki, folder: Path, user: str, groups: list[str]) -> tuple[Path, Path]:
+    """A client certificate for ``user`` in ``groups``, signed by the control plane's CA."""
+    ca = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, user)]
+    attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _cert(x509.Name(attrs), key, (ca, ca_key))
+    cert_path, key_path = folder / f"{user}.crt", folder / f"{user}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(_pem_key(key))
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+def make_pki_paths(folder: Path) -> Pki:
+    """The Pki that make_pki wrote into ``folder``."""
+    names = {
+        "ca": "ca.crt",
+        "ca_key": "ca.key",
+        "serving_cert": "apiserver.crt",
+        "serving_key": "apiserver.key",
+        "admin_cert": "admin.crt",
+        "admin_key": "admin.key",
+        "sa_key": "sa.key",
+        "sa_pub": "sa.pub",
+    }
+    return Pki(**{field_: folder / name for field_, name in names.items()})
+
+
+def write_kubeconfig(
+    path: Path, server: str, pki: Pki, client: tuple[Path, Path] | None = None
+) -> None:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -198,8 +233,8 @@ def write_kubeconfig(path: Path, server: str, pki: Pki) -> None:
             {
                 "name": "envtest-admin",
                 "user": {
-                    "client-certificate": str(pki.admin_cert),
-                    "client-key": str(pki.admin_key),
+                    "client-certificate": str(client[0] if client else pki.admin_cert),
+                    "client-key": str(client[1] if client else pki.admin_key),
                 },
             }
         ],
@@ -357,6 +392,14 @@ class ControlPlane:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=10)
         self.state_file.unlink(missing_ok=True)
+
+    def kubeconfig_for(self, user: str, groups: list[str] | None = None) -> Path:
+        """A kubeconfig that authenticates as ``user`` (RBAC decides what it may do)."""
+        pki = make_pki_paths(self.workdir / "pki")
+        cert = client_certificate(pki, self.workdir / "pki", user, groups or [])
+        path = self.workdir / f"kubeconfig-{user}"
+        write_kubeconfig(path, self.url, pki, cert)
+        return path
 
     def __enter__(self) -> ControlPlane:
         return self.start()

@@ -121,6 +121,7 @@ def parser() -> argparse.ArgumentParser:
         help="coordinate replicas with Kopf peering (HA)",
     )
     run.add_argument("--peering-name", help="name of the KopfPeering object")
+    run.add_argument("--peering-lifetime", help="seconds before a silent peer is replaced")
     run.add_argument("--priority", help="peering priority (default: derived from the pod name)")
     run.set_defaults(func=_run)
 

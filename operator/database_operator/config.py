@@ -52,6 +52,11 @@ class Settings(BaseSettings):
     peering: bool = Field(
         default=False, description="Coordinate several replicas with Kopf peering (HA)."
     )
+    peering_lifetime: int = Field(
+        default=60,
+        ge=5,
+        description="Seconds a peer's heartbeat stays valid: a crashed peer is replaced after it.",
+    )
     peering_name: str = Field(
         default="database-operator", min_length=1, description="Name of the KopfPeering object."
     )

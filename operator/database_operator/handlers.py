@@ -14,15 +14,18 @@ import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
 
 from database_operator import desired
-from database_operator.api.models import GROUP, KIND, PLURAL, VERSION
+from database_operator.api.models import GROUP, KIND, PLURAL, VERSION, Database
 from database_operator.config import Settings
 from database_operator.kube import ApiError, Kube
-from database_operator.reconcile import EventSink, Result, finalize, reconcile
+from database_operator.metrics import Metrics
+from database_operator.reconcile import EventSink, Result, finalize, reconcile, write_status
+from database_operator.status import Outcome
 
 #: Kopf's bookkeeping (progress, diff-base, finalizer) under our own prefix, out of `status`.
 PREFIX = GROUP
@@ -40,6 +43,7 @@ class Context:
 
     kube: Kube
     settings: Settings
+    metrics: Metrics = field(default_factory=Metrics)
     locks: defaultdict[tuple[str, str], asyncio.Lock] = field(
         default_factory=lambda: defaultdict(asyncio.Lock)
     )
@@ -58,6 +62,33 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
+    settings.peering.lifetime = ours.peering_lifetime
+    # Watching named namespaces only: no cluster-wide listing of namespaces (and CRDs), so a
+    # Role per namespace is all the RBAC it needs. Globs still need the scan to find matches.
+    exact = ours.namespaces and not any(set(ns) & set("*?[]!") for ns in ours.namespaces)
+    settings.scanning.disabled = bool(exact)
+
+
+async def ensure_peering_objects(
+    ctx: Context, logger: logging.Logger | logging.LoggerAdapter[Any]
+) -> None:
+    """Kopf peers meet in a KopfPeering per watched namespace (a ClusterKopfPeering when
+    watching all), and Kopf never creates it: without it every peer stays paused. Create it."""
+    name = ctx.settings.peering_name
+    exact = [ns for ns in ctx.settings.namespaces if not set(ns) & set("*?[]!")]
+    objects: list[dict[str, Any]] = (
+        [{"kind": "KopfPeering", "metadata": {"name": name, "namespace": ns}} for ns in exact]
+        if ctx.settings.namespaces
+        else [{"kind": "ClusterKopfPeering", "metadata": {"name": name}}]
+    )
+    for obj in objects:
+        try:
+            await ctx.kube.create({"apiVersion": "kopf.dev/v1", **obj}, exist_ok=True)
+        except ApiError as error:
+            logger.warning(
+                "cannot create the peering object; create it or peers stay paused",
+                extra={"peering_kind": obj["kind"], "error": str(error)},
+            )
 
 
 def events_for(body: kopf.Body) -> EventSink:
@@ -98,31 +129,65 @@ async def run_reconcile(
     trigger: str,
     retry: int = 0,
 ) -> Result | None:
-    """Reconcile under the Database's lock; API failures become Kopf temporary errors."""
+    """Reconcile under the Database's lock.
+
+    API failures become Kopf errors, which Kopf logs once per attempt with their cause:
+    temporary ones are retried with backoff and, once they keep failing, reported in the
+    Degraded condition.
+    """
     meta = body["metadata"]
     if meta.get("deletionTimestamp"):
         return None
     key = (meta["namespace"], meta["name"])
     started = time.monotonic()
     async with ctx.locks[key]:
-        # The freshest body: a timer or a child event may carry one older than the last write.
-        current = await ctx.kube.get(KIND, *key)
-        if current is None or current["metadata"].get("deletionTimestamp"):
-            return None
+        current: dict[str, Any] | None = None
         try:
-            result = await reconcile(ctx.kube, current, events_for(body_of(current, body)))
+            # The freshest body: a timer or a child event may carry one older than our last write.
+            current = await ctx.kube.get(KIND, *key)
+            if current is None or current["metadata"].get("deletionTimestamp"):
+                return None
+            with ctx.metrics.reconcile_duration.time():
+                result = await reconcile(ctx.kube, current, events_for(body_of(current, body)))
         except ApiError as error:
+            ctx.metrics.reconciles.labels("error").inc()
+            if current is not None and retry + 1 >= ERRORS_BEFORE_DEGRADED:
+                await report_error(ctx, current, error)
             if not error.retryable:
-                logger.error("reconcile failed", extra={"trigger": trigger, "error": str(error)})
-                raise kopf.PermanentError(str(error)) from error
+                raise kopf.PermanentError(f"reconcile failed: {error}") from error
             delay = min(60, 2 ** min(retry, 6))
-            logger.warning(
-                "reconcile failed, will retry",
-                extra={"trigger": trigger, "error": str(error), "retry_in_s": delay},
-            )
-            raise kopf.TemporaryError(str(error), delay=delay) from error
+            raise kopf.TemporaryError(f"reconcile failed: {error}", delay=delay) from error
+    record(ctx.metrics, key, result)
     log_result(logger, trigger, result, started)
     return result
+
+
+async def report_error(ctx: Context, body: dict[str, Any], error: ApiError) -> None:
+    """Best effort: say in the Degraded condition that reconciling keeps failing."""
+    db = Database.model_validate(body)
+    result = Result(
+        status=db.status,
+        outcome=Outcome(error_reason="ReconcileError", error_message=str(error)),
+    )
+    with contextlib.suppress(ApiError):
+        deployment = await ctx.kube.get("Deployment", db.namespace, db.name)
+        await write_status(
+            ctx.kube,
+            db,
+            deployment=deployment,
+            result=result,
+            events=events_for(body_of(body, body)),
+            now=datetime.now(UTC),
+        )
+
+
+def record(metrics: Metrics, key: tuple[str, str], result: Result) -> None:
+    metrics.reconciles.labels(result.result).inc()
+    if result.status_written:
+        metrics.status_updates.inc()
+    for kind in result.drift:
+        metrics.drift_corrections.labels(kind).inc()
+    metrics.phases.set(*key, str(result.status.phase) if result.status.phase else None)
 
 
 def body_of(current: dict[str, Any], fallback: kopf.Body | dict[str, Any]) -> kopf.Body:
@@ -136,8 +201,10 @@ def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegi
     """Register the operator's handlers on ``registry``."""
 
     @kopf.on.startup(id="configure", registry=registry)
-    def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
         configure_kopf(settings, ctx.settings)
+        if ctx.settings.peering:
+            await ensure_peering_objects(ctx, logger)
 
     @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -169,6 +236,7 @@ def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegi
         meta = body["metadata"]
         key = (meta["namespace"], meta["name"])
         async with ctx.locks[key]:
+            ctx.metrics.phases.set(*key, "Deleting")
             try:
                 deleted = await finalize(ctx.kube, body, events_for(body))
             except ApiError as error:
@@ -176,6 +244,7 @@ def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegi
                     raise kopf.PermanentError(str(error)) from error
                 raise kopf.TemporaryError(str(error), delay=5) from error
         ctx.locks.pop(key, None)
+        ctx.metrics.phases.forget(*key)
         logger.info("finalized", extra={"deleted": deleted})
 
     async def on_child(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
@@ -190,9 +259,8 @@ def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegi
         if owner is None or body.metadata.namespace is None:
             return
         database = {"metadata": {"namespace": body.metadata.namespace, "name": owner["name"]}}
-        # Event handlers are not retried; a failure here is left to the resync timer.
-        with contextlib.suppress(kopf.TemporaryError, kopf.PermanentError):
-            await run_reconcile(ctx, database, logger, trigger=str(body.get("kind", "child")))
+        # Event handlers are not retried (Kopf logs the failure); the resync timer comes back.
+        await run_reconcile(ctx, database, logger, trigger=str(body.get("kind", "child")))
 
     for group, version, plural in (("apps", "v1", "deployments"), ("", "v1", "services")):
         kopf.on.event(

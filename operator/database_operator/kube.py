@@ -31,6 +31,9 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims"),
     "Deployment": ("/apis/apps/v1", "deployments"),
     "Database": (f"/apis/{GROUP}/{VERSION}", PLURAL),
+    # Kopf's peering objects (HA): one per watched namespace, or one for the cluster.
+    "KopfPeering": ("/apis/kopf.dev/v1", "kopfpeerings"),
+    "ClusterKopfPeering": ("/apis/kopf.dev/v1", "clusterkopfpeerings"),
 }
 
 #: HTTP statuses worth retrying: conflicts, throttling, and the server's own trouble.
@@ -92,9 +95,12 @@ class Kube:
         self.on_error = on_error
 
     @staticmethod
-    def path(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
+    def path(
+        kind: str, namespace: str | None, name: str | None = None, sub: str | None = None
+    ) -> str:
+        """The API path of a kind's collection, or of one object; cluster-scoped: no namespace."""
         prefix, plural = RESOURCES[kind]
-        path = f"{prefix}/namespaces/{namespace}/{plural}"
+        path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
         if name:
             path += f"/{name}"
         if sub:
@@ -105,10 +111,13 @@ class Kube:
         self,
         verb: str,
         path: str,
+        *,
         body: Any = None,
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
+        expected: tuple[int, ...] = (),
     ) -> Manifest:
+        """One request; ``expected`` error statuses are answers, not errors worth counting."""
         try:
             response = self.api.call_api(
                 path,
@@ -123,7 +132,7 @@ class Kube:
             )
         except (ApiException, HTTPError, OSError) as raw:
             error = _api_error(raw, verb, path)
-            if self.on_error is not None:
+            if self.on_error is not None and error.status not in expected:
                 self.on_error(error)
             raise error from raw
         return json.loads(response.data or b"{}")  # type: ignore[no-any-return]
@@ -136,7 +145,7 @@ class Kube:
     async def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
         """The object, or None when it does not exist."""
         try:
-            return await self._acall("GET", self.path(kind, namespace, name))
+            return await self._acall("GET", self.path(kind, namespace, name), expected=(404,))
         except ApiError as error:
             if error.status == 404:
                 return None
@@ -155,14 +164,21 @@ class Kube:
             query=[("fieldManager", self.field_manager), ("force", "true")],
         )
 
-    async def create(self, manifest: Manifest) -> Manifest:
+    async def create(self, manifest: Manifest, exist_ok: bool = False) -> Manifest | None:
+        """Create the object; with ``exist_ok`` an existing namesake is fine (returns None)."""
         meta = manifest["metadata"]
-        return await self._acall(
-            "POST",
-            self.path(manifest["kind"], meta["namespace"]),
-            body=manifest,
-            query=[("fieldManager", self.field_manager)],
-        )
+        try:
+            return await self._acall(
+                "POST",
+                self.path(manifest["kind"], meta.get("namespace")),
+                body=manifest,
+                query=[("fieldManager", self.field_manager)],
+                expected=(409,) if exist_ok else (),
+            )
+        except ApiError as error:
+            if exist_ok and error.status == 409:
+                return None
+            raise
 
     async def merge_patch(
         self, kind: str, namespace: str, name: str, patch: Manifest, sub: str | None = None
@@ -183,7 +199,9 @@ class Kube:
         """Delete the object with this uid (never a namesake created since); False if gone."""
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
         try:
-            await self._acall("DELETE", self.path(kind, namespace, name), body=body)
+            await self._acall(
+                "DELETE", self.path(kind, namespace, name), body=body, expected=(404, 409)
+            )
         except ApiError as error:
             if error.status in (404, 409):
                 return False

@@ -35,6 +35,8 @@ class Result:
     #: Children created (kind list); children rewritten because they differed (kind list).
     created: list[str] = field(default_factory=list)
     corrected: list[str] = field(default_factory=list)
+    #: Kinds of the children written although the spec had not changed: drift put back.
+    drift: list[str] = field(default_factory=list)
     status_written: bool = False
     previous_phase: Phase | None = None
 
@@ -204,6 +206,8 @@ async def _ensure_children(
                 events("Normal", "Created", f"created {kind} {name}")
             else:
                 result.corrected.append(kind)
+            if db.status.observed_generation == db.metadata.get("generation"):
+                result.drift.append(kind)
             observed = applied
         if kind == "Deployment":
             deployment = observed

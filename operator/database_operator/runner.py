@@ -1,43 +1,75 @@
-"""Start the operator: one API client, the Kopf registry with our handlers, and Kopf itself."""
+"""Start the operator: API client, metrics and health servers, and Kopf with our handlers."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import socket
+import zlib
 
 import kopf
 
 from database_operator.config import Settings
 from database_operator.handlers import Context, register
-from database_operator.kube import Kube, new_api_client
+from database_operator.health import Health
+from database_operator.kube import ApiError, Kube, new_api_client
 from database_operator.logs import get_logger
+from database_operator.metrics import Metrics
+
+
+def peering_priority(settings: Settings) -> int:
+    """The configured priority, else one derived from the pod name: replicas of one Deployment
+    must differ, since Kopf pauses every peer when the highest priority is shared."""
+    if settings.priority is not None:
+        return settings.priority
+    identity = os.environ.get("POD_NAME") or socket.gethostname()
+    return 1 + zlib.crc32(identity.encode()) % 10_000
 
 
 async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> None:
     """Run until stopped (SIGINT/SIGTERM, or ``stop_flag``)."""
     log = get_logger()
+    metrics = Metrics()
+
+    def count_error(error: ApiError) -> None:
+        metrics.api_errors.labels(str(error.status)).inc()
+
     api = new_api_client()
-    ctx = Context(kube=Kube(api), settings=settings)
+    ctx = Context(kube=Kube(api, on_error=count_error), settings=settings, metrics=metrics)
     registry = register(ctx, kopf.OperatorRegistry())
+    if settings.metrics_port:
+        metrics.serve(settings.metrics_port)
+    health = Health()
+    health_runner = await health.serve(settings.health_port) if settings.health_port else None
+    priority = peering_priority(settings)
     log.info(
         "starting",
         namespaces=settings.namespaces or "all",
         resync_interval_s=settings.resync_interval,
         peering=settings.peering,
+        priority=priority if settings.peering else None,
+        metrics_port=settings.metrics_port,
+        health_port=settings.health_port,
     )
-    try:
-        await kopf.operator(
+    health.operator_task = asyncio.create_task(
+        kopf.operator(
             registry=registry,
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             # Passing a peering name makes peering mandatory in Kopf: only when asked for.
             standalone=not settings.peering,
             peering_name=settings.peering_name if settings.peering else None,
-            priority=settings.priority,
-            liveness_endpoint=(
-                f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
-            ),
+            priority=priority,
             stop_flag=stop_flag,
+            ready_flag=health.ready,
         )
+    )
+    try:
+        await health.operator_task
     finally:
+        if health_runner is not None:
+            with contextlib.suppress(Exception):
+                await health_runner.cleanup()
         api.close()
         log.info("stopped")

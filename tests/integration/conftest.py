@@ -57,8 +57,11 @@ class OperatorProcess:
         return self.proc.returncode
 
 
-def start_operator(cluster: Cluster, log_path: Path, *args: str) -> OperatorProcess:
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+def start_operator(
+    cluster: Cluster, log_path: Path, *args: str, kubeconfig: Path | None = None
+) -> OperatorProcess:
+    """Start `database-operator run ARGS` as the admin, or as the user of ``kubeconfig``."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
     log = log_path.open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "database_operator.cli", "run", *args],

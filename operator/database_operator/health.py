@@ -1,0 +1,43 @@
+"""Liveness (/healthz) and readiness (/readyz) for the kubelet, on their own port.
+
+Ready once Kopf reports it is up and watching (its ready flag); alive while the Kopf operator
+task runs. When Kopf's watching dies the task ends, /healthz fails and the kubelet restarts us.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+
+class Health:
+    """What the probes look at: Kopf's ready flag and the task running Kopf."""
+
+    def __init__(self) -> None:
+        self.ready = asyncio.Event()
+        self.operator_task: asyncio.Task[Any] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.operator_task is not None and not self.operator_task.done()
+
+    async def healthz(self, _: web.Request) -> web.Response:
+        if self.alive:
+            return web.json_response({"status": "ok"})
+        return web.json_response({"status": "operator stopped"}, status=500)
+
+    async def readyz(self, _: web.Request) -> web.Response:
+        if self.alive and self.ready.is_set():
+            return web.json_response({"status": "ready"})
+        return web.json_response({"status": "starting"}, status=503)
+
+    async def serve(self, port: int, address: str = "0.0.0.0") -> web.AppRunner:  # noqa: S104
+        app = web.Application()
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/readyz", self.readyz)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, address, port).start()
+        return runner

@@ -1,0 +1,194 @@
+"""High availability: two operators peered through one KopfPeering object in the watched
+namespace; the one with the higher priority reconciles, the other stands by until it is gone.
+
+Kopf does not create the peering object (a keep-alive to a missing one only logs "not found"),
+and with a peering name given it starts paused until it has seen the object: the operator
+creates it at start-up, which the tests rely on.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster import Cluster, wait_for
+from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
+
+PEERING_GROUP, PEERING_VERSION, PEERING_PLURAL = "kopf.dev", "v1", "kopfpeerings"
+#: Short, so a crash is noticed quickly (the operator's minimum is 5 s).
+PEERING_LIFETIME_S = 10
+#: Beyond the lifetime: the standby notices on its next keep-alive (every 1-5 s with this
+#: lifetime), restarts its watches and reconciles; generous for a busy 2-core machine.
+TAKEOVER_MARGIN_S = 20
+ACTIVE_PRIORITY, STANDBY_PRIORITY = 200, 100
+
+
+def observed_generation(cluster: Cluster, namespace: str, name: str, generation: int) -> bool:
+    db = cluster.get_db(namespace, name)
+    return bool(db.get("status", {}).get("observedGeneration") == generation)
+
+
+def peers(cluster: Cluster, namespace: str, peering: str) -> dict[str, Any]:
+    """The peering object's status: one keep-alive record per live operator, by identity."""
+    obj = cluster.custom.get_namespaced_custom_object(
+        PEERING_GROUP, PEERING_VERSION, namespace, PEERING_PLURAL, peering
+    )
+    return obj.get("status") or {}
+
+
+def has_peer_with_priority(cluster: Cluster, namespace: str, peering: str, priority: int) -> bool:
+    return any(
+        record.get("priority") == priority for record in peers(cluster, namespace, peering).values()
+    )
+
+
+def start_peer(
+    cluster: Cluster, namespace: str, peering: str, priority: int, log_path: Path
+) -> OperatorProcess:
+    return start_operator(
+        cluster,
+        log_path,
+        f"--namespace={namespace}",
+        "--peering",
+        f"--peering-name={peering}",
+        f"--peering-lifetime={PEERING_LIFETIME_S}",
+        f"--priority={priority}",
+        f"--resync-interval={RESYNC_S}",
+        "--health-port=0",
+        "--metrics-port=0",
+        # Resyncs that change nothing log "reconciled" at DEBUG: every tick shows who is active.
+        "--log-level=DEBUG",
+    )
+
+
+def missing_keepalives(operator: OperatorProcess, peering: str) -> int:
+    """Kopf's keep-alives that found no peering object (logged at DEBUG)."""
+    return sum(
+        1
+        for line in operator.log_lines()
+        if line.get("event", "").startswith(f"Keep-alive in {peering!r}")
+        and line["event"].endswith("not found.")
+    )
+
+
+@pytest.fixture
+def peering(cluster: Cluster, namespace: str) -> str:
+    """A peering name unique to the test; the operators create its KopfPeering object."""
+    return f"ha-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def active(
+    cluster: Cluster, namespace: str, peering: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """The higher-priority operator, started first and registered in the peering object."""
+    running = start_peer(cluster, namespace, peering, ACTIVE_PRIORITY, tmp_path / "active.log")
+    wait_for(
+        lambda: has_peer_with_priority(cluster, namespace, peering, ACTIVE_PRIORITY),
+        what="the active operator's keep-alive",
+    )
+    yield from stopped_at_teardown(running)
+
+
+@pytest.fixture
+def standby(
+    cluster: Cluster, namespace: str, peering: str, active: OperatorProcess, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """The lower-priority operator, started once the active one is registered."""
+    running = start_peer(cluster, namespace, peering, STANDBY_PRIORITY, tmp_path / "standby.log")
+    wait_for(
+        lambda: has_peer_with_priority(cluster, namespace, peering, STANDBY_PRIORITY),
+        what="the standby operator's keep-alive",
+    )
+    yield from stopped_at_teardown(running)
+
+
+def stopped_at_teardown(running: OperatorProcess) -> Iterator[OperatorProcess]:
+    yield running
+    if running.proc.poll() is None:  # not killed by the test: it must exit cleanly
+        assert running.stop() == 0, running.log_text()[-3000:]
+
+
+def test_only_the_higher_priority_operator_reconciles(
+    cluster: Cluster, namespace: str, active: OperatorProcess, standby: OperatorProcess
+) -> None:
+    cluster.create_db(namespace, "db", {"engine": "redis"})
+    wait_for(lambda: observed_generation(cluster, namespace, "db", 1), what="the first reconcile")
+    # The active operator's resyncs are the clock: the standby had as long to act, and did not.
+    wait_for(
+        lambda: len(active.reconciles("db", "resync")) >= 3,
+        timeout=RESYNC_S * 3 + 15,
+        what="three resyncs by the active operator",
+    )
+
+    assert standby.proc.poll() is None, standby.log_text()[-3000:]
+    assert standby.reconciles("db") == []
+    assert active.reconciles("db", "create")
+    assert cluster.apps.read_namespaced_deployment("db", namespace).spec.replicas == 1
+
+
+def test_the_standby_takes_over_within_the_peering_lifetime_when_the_active_one_is_killed(
+    cluster: Cluster, namespace: str, active: OperatorProcess, standby: OperatorProcess
+) -> None:
+    cluster.create_db(namespace, "db", {"engine": "redis"})
+    wait_for(lambda: observed_generation(cluster, namespace, "db", 1), what="the first reconcile")
+    assert standby.reconciles("db") == []
+
+    active.proc.kill()  # SIGKILL: no goodbye in the peering object, only its expiry
+    active.proc.wait()
+    killed = time.monotonic()
+    cluster.patch_db(namespace, "db", {"spec": {"replicas": 2}})
+
+    wait_for(
+        lambda: cluster.apps.read_namespaced_deployment("db", namespace).spec.replicas == 2,
+        timeout=PEERING_LIFETIME_S + TAKEOVER_MARGIN_S,
+        what="the standby to scale the Deployment to 2",
+    )
+    took = time.monotonic() - killed
+    wait_for(lambda: observed_generation(cluster, namespace, "db", 2), what="generation 2 observed")
+    assert [line["generation"] for line in standby.reconciles("db")][-1] == 2
+    assert took <= PEERING_LIFETIME_S + TAKEOVER_MARGIN_S
+
+
+def test_the_standby_takes_over_before_the_peering_lifetime_when_the_active_one_exits(
+    cluster: Cluster, namespace: str, active: OperatorProcess, standby: OperatorProcess
+) -> None:
+    cluster.create_db(namespace, "db", {"engine": "redis"})
+    wait_for(lambda: observed_generation(cluster, namespace, "db", 1), what="the first reconcile")
+    assert standby.reconciles("db") == []
+
+    # A graceful exit (SIGTERM, as in a rolling update) removes its record from the peering
+    # object, so the standby need not wait for it to expire.
+    assert active.stop() == 0, active.log_text()[-3000:]
+    cluster.patch_db(namespace, "db", {"spec": {"replicas": 2}})
+
+    wait_for(
+        lambda: cluster.apps.read_namespaced_deployment("db", namespace).spec.replicas == 2,
+        timeout=PEERING_LIFETIME_S,
+        what="the standby to scale the Deployment to 2",
+    )
+    assert standby.reconciles("db")
+
+
+def test_an_operator_creates_its_peering_object_and_reconciles(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    # Kopf itself never creates the object, and without it every peer stays paused.
+    peering = f"ha-{uuid.uuid4().hex[:8]}"
+    lone = start_peer(cluster, namespace, peering, ACTIVE_PRIORITY, tmp_path / "lone.log")
+    try:
+        cluster.create_db(namespace, "db", {"engine": "redis"})
+        wait_for(
+            lambda: observed_generation(cluster, namespace, "db", 1),
+            timeout=PEERING_LIFETIME_S + TAKEOVER_MARGIN_S,
+            what="the first reconcile",
+        )
+        assert has_peer_with_priority(cluster, namespace, peering, ACTIVE_PRIORITY)
+        assert missing_keepalives(lone, peering) == 0
+    finally:
+        assert lone.stop() == 0, lone.log_text()[-3000:]

@@ -1,0 +1,201 @@
+"""The operator's /metrics as Prometheus sees it: a real Prometheus server scrapes a running
+operator, and `promtool check metrics` accepts what it serves.
+
+`prometheus` and `promtool` must be on PATH: `hack/install-prometheus.sh` (called by `make test`)
+installs them. Their absence fails these tests rather than skipping them, so CI cannot go green
+without having checked the metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster import Cluster, play_kubelet, wait_for
+from tests.controlplane import free_port
+from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
+
+SCRAPE_INTERVAL_S = 1
+#: Time for a change to reach a query: a scrape, and the operator's own reconcile before it.
+SCRAPE_TIMEOUT_S = SCRAPE_INTERVAL_S * 5 + 15
+PROMETHEUS_CONFIG = """\
+global:
+  scrape_interval: {interval}s
+  scrape_timeout: {interval}s
+  evaluation_interval: {interval}s
+scrape_configs:
+  - job_name: database-operator
+    static_configs:
+      - targets: ["127.0.0.1:{port}"]
+"""
+
+
+def required_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(
+            f"`{name}` is not on PATH: run hack/install-prometheus.sh (make test does) to install "
+            "prometheus and promtool"
+        )
+    return path
+
+
+def http_get(url: str) -> bytes | None:
+    """The body of a 200 answer, or None while the server is not (yet) answering."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback http
+            return response.read()  # type: ignore[no-any-return]
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+
+
+def query(prometheus: str, promql: str) -> list[dict[str, Any]]:
+    """An instant query through Prometheus's HTTP API: the vector it returns."""
+    body = http_get(f"{prometheus}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
+    assert body is not None, f"Prometheus did not answer the query {promql!r}"
+    answer = json.loads(body)
+    assert answer["status"] == "success", answer
+    assert answer["data"]["resultType"] == "vector", answer
+    return answer["data"]["result"]  # type: ignore[no-any-return]
+
+
+def value(prometheus: str, promql: str) -> float | None:
+    """The value of a query that selects one series, or None while it selects none."""
+    result = query(prometheus, promql)
+    assert len(result) <= 1, f"{promql!r} selected several series: {result}"
+    return float(result[0]["value"][1]) if result else None
+
+
+def observed(cluster: Cluster, namespace: str, name: str) -> bool:
+    db = cluster.get_db(namespace, name)
+    return bool(db.get("status", {}).get("observedGeneration") == db["metadata"]["generation"])
+
+
+@pytest.fixture
+def metrics_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def operator_with_metrics(
+    cluster: Cluster, namespace: str, tmp_path: Path, metrics_port: int
+) -> Iterator[OperatorProcess]:
+    """An operator watching the test's namespace, serving /metrics on ``metrics_port``."""
+    running = start_operator(
+        cluster,
+        tmp_path / "operator.log",
+        f"--namespace={namespace}",
+        f"--resync-interval={RESYNC_S}",
+        f"--metrics-port={metrics_port}",
+        "--health-port=0",
+    )
+    yield running
+    assert running.stop() == 0, running.log_text()[-3000:]
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, metrics_port: int) -> Iterator[str]:
+    """A Prometheus server on loopback scraping the operator every second; its base URL."""
+    binary = required_tool("prometheus")
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(PROMETHEUS_CONFIG.format(interval=SCRAPE_INTERVAL_S, port=metrics_port))
+    log_path = tmp_path / "prometheus.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(
+            lambda: proc.poll() is not None or http_get(f"{url}/-/ready") is not None,
+            timeout=30,
+            what="Prometheus to be ready",
+        )
+        assert proc.poll() is None, f"Prometheus exited: {log_path.read_text(errors='replace')}"
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_prometheus_sees_reconciles_grow_and_databases_by_phase(
+    cluster: Cluster, namespace: str, operator_with_metrics: OperatorProcess, prometheus: str
+) -> None:
+    names = ("a", "b", "c")
+    for name in names:
+        cluster.create_db(namespace, name, {"engine": "redis"})
+    wait_for(
+        lambda: all(observed(cluster, namespace, name) for name in names),
+        what="the three Databases reconciled",
+    )
+    play_kubelet(cluster, namespace, "a")
+
+    wait_for(
+        lambda: (
+            value(prometheus, 'database_operator_databases{phase="Pending"}') == 2
+            and value(prometheus, 'database_operator_databases{phase="Active"}') == 1
+        ),
+        timeout=SCRAPE_TIMEOUT_S,
+        what="Prometheus to see 2 Pending and 1 Active Databases",
+    )
+
+    reconciles = "sum(database_operator_reconciles_total)"
+    first = wait_for(
+        lambda: value(prometheus, reconciles), timeout=SCRAPE_TIMEOUT_S, what="reconciles > 0"
+    )
+    # Resyncs every second keep reconciling the three Databases: the counter grows.
+    wait_for(
+        lambda: (value(prometheus, reconciles) or 0) > first,
+        timeout=SCRAPE_TIMEOUT_S,
+        what=f"{reconciles} to grow past {first}",
+    )
+    assert value(prometheus, 'database_operator_reconciles_total{result="error"}') == 0
+    up = value(prometheus, 'up{job="database-operator"}')
+    assert up == 1, "the scrape target must be healthy"
+
+
+def test_promtool_accepts_the_operators_metrics(
+    cluster: Cluster, namespace: str, metrics_port: int, operator_with_metrics: OperatorProcess
+) -> None:
+    promtool = required_tool("promtool")
+    # A reconciled Database gives every metric family samples, the histogram included.
+    cluster.create_db(namespace, "db", {"engine": "redis"})
+    wait_for(lambda: observed(cluster, namespace, "db"), what="the first reconcile")
+    metrics = wait_for(
+        lambda: http_get(f"http://127.0.0.1:{metrics_port}/metrics"), what="/metrics to answer"
+    )
+    assert b"database_operator_reconcile_duration_seconds_bucket" in metrics
+
+    checked = subprocess.run(
+        [promtool, "check", "metrics"],
+        input=metrics,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+
+    report = (checked.stdout + checked.stderr).decode(errors="replace")
+    assert checked.returncode == 0, f"promtool check metrics failed:\n{report}"

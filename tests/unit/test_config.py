@@ -1,0 +1,74 @@
+"""Settings: environment variables, flags that win over them, and bad values named clearly."""
+
+from __future__ import annotations
+
+import pytest
+
+from database_operator.cli import main
+from database_operator.config import LogFormat, LogLevel, Settings
+
+
+def test_defaults() -> None:
+    settings = Settings()
+    assert settings.namespaces == []
+    assert settings.log_level is LogLevel.INFO
+    assert settings.log_format is LogFormat.JSON
+    assert (settings.metrics_port, settings.health_port) == (8080, 8081)
+    assert settings.resync_interval == 60
+    assert settings.peering is False
+
+
+def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_OPERATOR_NAMESPACES", "team-a, team-b")
+    monkeypatch.setenv("DATABASE_OPERATOR_LOG_LEVEL", "debug")
+    monkeypatch.setenv("DATABASE_OPERATOR_LOG_FORMAT", "console")
+    monkeypatch.setenv("DATABASE_OPERATOR_RESYNC_INTERVAL", "15")
+    monkeypatch.setenv("DATABASE_OPERATOR_PEERING", "true")
+    settings = Settings()
+    assert settings.namespaces == ["team-a", "team-b"]
+    assert settings.log_level is LogLevel.DEBUG
+    assert settings.log_format is LogFormat.CONSOLE
+    assert settings.resync_interval == 15
+    assert settings.peering is True
+
+
+def test_flags_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_OPERATOR_METRICS_PORT", "9000")
+    assert Settings(metrics_port=9100).metrics_port == 9100
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "named"),
+    [
+        ("DATABASE_OPERATOR_METRICS_PORT", "70000", "metrics_port"),
+        ("DATABASE_OPERATOR_HEALTH_PORT", "http", "health_port"),
+        ("DATABASE_OPERATOR_LOG_FORMAT", "xml", "log_format"),
+        ("DATABASE_OPERATOR_LOG_LEVEL", "LOUD", "log_level"),
+        ("DATABASE_OPERATOR_RESYNC_INTERVAL", "0", "resync_interval"),
+        ("DATABASE_OPERATOR_PEERING", "maybe", "peering"),
+    ],
+)
+def test_bad_environment_stops_start_up_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    env: str,
+    value: str,
+    named: str,
+) -> None:
+    monkeypatch.setenv(env, value)
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid setting {named}" in err
+    assert env in err
+
+
+def test_bad_flag_stops_start_up_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--resync-interval", "-5"]) == 2
+    assert "--resync-interval" in capsys.readouterr().err
+
+
+def test_all_namespaces_flag_overrides_namespaces_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DATABASE_OPERATOR_NAMESPACES", "team-a")
+    assert Settings(namespaces=[]).namespaces == []
