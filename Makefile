@@ -50,8 +50,8 @@ lock: ## Re-resolve requirements*.lock from pyproject.toml (needs uv).
 ##@ Development
 
 .PHONY: manifests
-manifests: install ## Generate the CRD from the API models into config/crd/bases.
-	$(VENV)/bin/database-operator crd > config/crd/bases/databases.example.com_databases.yaml
+manifests: install ## Generate the CRD (from the models) and RBAC (from rbac.py) into config/ and helm/.
+	$(PY) hack/manifests.py
 
 .PHONY: lint
 lint: install ## ruff (lint and format check).

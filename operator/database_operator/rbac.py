@@ -1,0 +1,86 @@
+"""The RBAC rules the operator needs: written once, here.
+
+`make manifests` renders them into config/rbac/ (kustomize) and into the Helm chart's
+files/rbac-rules.yaml; tests check that both say exactly this. Each rule is what a code path
+uses: nothing more (least privilege).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from database_operator.api.models import GROUP, PLURAL
+
+Rule = dict[str, list[str]]
+
+#: Rules for the namespaces the operator watches (a Role per namespace, or part of a ClusterRole).
+NAMESPACED_RULES: list[Rule] = [
+    # Kopf watches Databases and patches their metadata (finalizer, progress annotations).
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "patch"]},
+    # Status is written only through the status subresource.
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "patch"]},
+    # Owner references with blockOwnerDeletion need this where the OwnerReferencesPermission-
+    # Enforcement admission plugin is on.
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
+    # Children: read, create, server-side apply. Deployments and Services are also watched.
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["services"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+    # Secrets and PVCs are never listed or watched; deleted only with deletionPolicy Delete.
+    {
+        "apiGroups": [""],
+        "resources": ["secrets", "persistentvolumeclaims"],
+        "verbs": ["get", "create", "patch", "delete"],
+    },
+    # Kubernetes Events on Databases (Kopf posts them).
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # HA: the KopfPeering object of each watched namespace.
+    {
+        "apiGroups": ["kopf.dev"],
+        "resources": ["kopfpeerings"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+]
+
+#: Extra rules when the operator watches every namespace (a ClusterRole).
+CLUSTER_RULES: list[Rule] = [
+    # Kopf follows CRDs to start and stop its watches (scanning; off for named namespaces).
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": ["list", "watch"],
+    },
+    # HA across the cluster: one ClusterKopfPeering.
+    {
+        "apiGroups": ["kopf.dev"],
+        "resources": ["clusterkopfpeerings"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+]
+
+
+def cluster_role_rules() -> list[Rule]:
+    """All rules, for the ClusterRole of an operator that watches every namespace."""
+    return NAMESPACED_RULES + CLUSTER_RULES
+
+
+def rules_file() -> dict[str, Any]:
+    """What the Helm chart reads (files/rbac-rules.yaml)."""
+    return {"namespaced": NAMESPACED_RULES, "cluster": CLUSTER_RULES}
+
+
+def cluster_role(name: str = "database-operator") -> dict[str, Any]:
+    """The ClusterRole of config/rbac/role.yaml."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": cluster_role_rules(),
+    }
