@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver) from the Go module proxy, the way
 # setup-envtest lays out its assets: one folder per Kubernetes version holding the binaries.
+# FULL=1 adds the full local cluster: kube-controller-manager, kube-scheduler and kwok (a
+# simulated kubelet that makes pods Running and Ready without containers).
 #
 # Built binaries are cached outside the clone (ENVTEST_CACHE) so a fresh clone on the same machine
 # only copies them; the Go build cache makes a rebuild after a cache wipe cheap. A second run is a
@@ -14,7 +16,9 @@ module_version() { # module_version <go.mod> <module path>: the version go.mod r
 }
 kube_version="$(module_version "$here/envtest/kube/go.mod" k8s.io/kubernetes)"
 etcd_version="$(module_version "$here/envtest/etcd/go.mod" go.etcd.io/etcd/server/v3)"
-[[ -n "$kube_version" && -n "$etcd_version" ]] || { echo "cannot read the pinned versions" >&2; exit 1; }
+kwok_version="$(module_version "$here/envtest/kwok/go.mod" sigs.k8s.io/kwok)"
+[[ -n "$kube_version" && -n "$etcd_version" && -n "$kwok_version" ]] || {
+  echo "cannot read the pinned versions" >&2; exit 1; }
 cache="${ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/envtest}/k8s/$kube_version-etcd-$etcd_version"
 dest="${ENVTEST_BIN:-$root/bin/k8s/$kube_version}"
 
@@ -38,11 +42,18 @@ done
 minor="${kube_version#*.}"; minor="${minor%%.*}"
 kube_ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
+binaries=(etcd kube-apiserver)
 build etcd go.etcd.io/etcd/server/v3 etcd "-s -w"
 build kube k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$kube_ldflags"
+if [[ "${FULL:-}" == 1 ]]; then
+  binaries+=(kube-controller-manager kube-scheduler kwok)
+  build kube k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager "$kube_ldflags"
+  build kube k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "$kube_ldflags"
+  build kwok sigs.k8s.io/kwok/cmd/kwok kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$kwok_version"
+fi
 
 mkdir -p "$dest"
-for bin in etcd kube-apiserver; do
+for bin in "${binaries[@]}"; do
   if ! cmp -s "$cache/$bin" "$dest/$bin"; then
     cp "$cache/$bin" "$dest/$bin.tmp" && mv "$dest/$bin.tmp" "$dest/$bin"
     log "installed $dest/$bin"

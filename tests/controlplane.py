@@ -55,13 +55,20 @@ def kube_version() -> str:
     raise RuntimeError(f"no k8s.io/kubernetes version in {KUBE_VERSION_FILE}")
 
 
-def assets_dir() -> Path:
-    """Where etcd and kube-apiserver are: $KUBEBUILDER_ASSETS, else bin/k8s/<version>."""
+CONTROL_PLANE = ("etcd", "kube-apiserver")
+#: The full local cluster adds these (built by `make envtest FULL=1`).
+FULL_CLUSTER = ("kube-controller-manager", "kube-scheduler", "kwok")
+
+
+def assets_dir(full: bool = False) -> Path:
+    """Where the binaries are: $KUBEBUILDER_ASSETS, else bin/k8s/<version>."""
     env = os.environ.get("KUBEBUILDER_ASSETS")
     folder = Path(env) if env else ROOT / "bin" / "k8s" / kube_version()
-    for binary in ("etcd", "kube-apiserver"):
+    for binary in CONTROL_PLANE + (FULL_CLUSTER if full else ()):
         if not (folder / binary).is_file():
             hint = "check KUBEBUILDER_ASSETS" if env else "run `make envtest` first"
+            if full:
+                hint = "run `make envtest FULL=1` first"
             raise FileNotFoundError(f"{folder / binary} is missing: {hint}")
     return folder
 
@@ -258,12 +265,16 @@ def write_kubeconfig(
 class ControlPlane:
     """etcd + kube-apiserver in ``workdir``; ``start()``/``stop()`` or use it as a context manager.
 
+    ``full`` adds kube-controller-manager (Deployments -> ReplicaSets -> Pods, the garbage
+    collector, ServiceAccounts), kube-scheduler and kwok, a simulated kubelet that runs one fake
+    Node and makes its pods Running and Ready without containers.
     ``detached`` processes outlive the Python process that started them (for `make cluster-up`);
     otherwise they die with it.
     """
 
     workdir: Path
     detached: bool = False
+    full: bool = False
     etcd_port: int = field(default_factory=free_port)
     etcd_peer_port: int = field(default_factory=free_port)
     secure_port: int = field(default_factory=free_port)
@@ -286,7 +297,7 @@ class ControlPlane:
         return self.workdir / "controlplane.json"
 
     def start(self) -> ControlPlane:
-        assets = assets_dir()
+        assets = assets_dir(self.full)
         self.workdir.mkdir(parents=True, exist_ok=True)
         pki = make_pki(self.workdir / "pki")
         (self.workdir / "logs").mkdir(exist_ok=True)
@@ -323,22 +334,89 @@ class ControlPlane:
                 f"--service-account-signing-key-file={pki.sa_key}",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 "--allow-privileged=true",
-                # No controller-manager runs here, so nothing would create the ServiceAccounts
-                # that this admission plugin insists on.
-                "--disable-admission-plugins=ServiceAccount",
+                # Without a controller-manager nothing creates the ServiceAccounts that this
+                # admission plugin insists on; the full cluster has one.
+                *([] if self.full else ["--disable-admission-plugins=ServiceAccount"]),
                 "--v=0",
             ],
         )
         write_kubeconfig(self.kubeconfig, self.url, pki)
-        self.state_file.write_text(
-            json.dumps({name: proc.pid for name, proc in self.processes.items()})
-        )
+        self._save_state()
         try:
             self._wait_ready(pki)
+            if self.full:
+                self._start_full_cluster(assets, pki)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _save_state(self) -> None:
+        self.state_file.write_text(
+            json.dumps({name: proc.pid for name, proc in self.processes.items()})
+        )
+
+    def _start_full_cluster(self, assets: Path, pki: Pki) -> None:
+        kubeconfig = str(self.kubeconfig)
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(assets / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'pki' / 'kcm'}",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--use-service-account-credentials=false",
+                "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle",
+                # Fast: a demo and its tests wait on these loops.
+                "--concurrent-deployment-syncs=5",
+                "--concurrent-replicaset-syncs=5",
+                "--v=0",
+            ],
+        )
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(assets / "kube-scheduler"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'pki' / 'scheduler'}",
+                "--v=0",
+            ],
+        )
+        self._spawn(
+            "kwok",
+            [
+                str(assets / "kwok"),
+                f"--kubeconfig={kubeconfig}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                f"--server-address=127.0.0.1:{free_port()}",
+                "--cidr=10.1.0.0/16",
+                "--node-ip=127.0.0.2",
+            ],
+        )
+        self._save_state()
+        create_fake_node(self.kubeconfig)
+
+    def wait_for_node_ready(self, timeout_s: float = 60) -> None:
+        run_kubectl(
+            self.kubeconfig,
+            "wait",
+            "--for=condition=Ready",
+            f"node/{FAKE_NODE}",
+            f"--timeout={int(timeout_s)}s",
+        )
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = (self.workdir / "logs" / f"{name}.log").open("ab")
@@ -384,8 +462,8 @@ class ControlPlane:
         )
 
     def stop(self) -> None:
-        """Stop the API server before etcd, and wait for both."""
-        for name in ("kube-apiserver", "etcd"):
+        """Stop the clients of the API server, then the API server, then etcd; wait for each."""
+        for name in (*reversed(FULL_CLUSTER), "kube-apiserver", "etcd"):
             proc = self.processes.pop(name, None)
             if proc is not None:
                 _terminate(proc.pid)
@@ -439,7 +517,7 @@ def temporary_control_plane() -> Iterator[ControlPlane]:
 # --- make cluster-up / cluster-down -------------------------------------------------------------
 
 
-def cluster_up(workdir: Path) -> int:
+def cluster_up(workdir: Path, full: bool = False) -> int:
     state = workdir / "controlplane.json"
     if state.exists():
         print(f"a control plane already runs from {workdir} (make cluster-down stops it)")
@@ -447,13 +525,16 @@ def cluster_up(workdir: Path) -> int:
     # A previous run's data and certificates are not reused: every cluster-up starts empty.
     for stale in ("etcd", "pki", "logs"):
         shutil.rmtree(workdir / stale, ignore_errors=True)
-    plane = ControlPlane(workdir, detached=True).start()
+    plane = ControlPlane(workdir, detached=True, full=full).start()
     try:
         crds = install_crds(plane.kubeconfig)
+        if full:
+            plane.wait_for_node_ready()
     except BaseException:
         plane.stop()
         raise
-    print(f"kube-apiserver {kube_version()} is ready at {plane.url}; installed {', '.join(crds)}")
+    what = "full cluster (controller-manager, scheduler, kwok node)" if full else "kube-apiserver"
+    print(f"{what} {kube_version()} is ready at {plane.url}; installed {', '.join(crds)}")
     print(f"logs: {workdir / 'logs'}; stop it with: make cluster-down")
     print(f"export KUBECONFIG={plane.kubeconfig}")
     return 0
@@ -465,13 +546,55 @@ def cluster_down(workdir: Path) -> int:
         print(f"no control plane runs from {workdir}")
         return 0
     pids: dict[str, int] = json.loads(state.read_text())
-    for name in ("kube-apiserver", "etcd"):
+    for name in (*reversed(FULL_CLUSTER), "kube-apiserver", "etcd"):
         if name in pids:
             _terminate(pids[name])
     state.unlink()
     shutil.rmtree(workdir / "etcd", ignore_errors=True)
     print("control plane stopped")
     return 0
+
+
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+FAKE_NODE = "kwok-node-0"
+
+
+def run_kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    done = subprocess.run(
+        [str(kubectl_path()), *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def create_fake_node(kubeconfig: Path) -> None:
+    """A Node that kwok plays: big enough for every test and demo pod."""
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": FAKE_NODE,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": FAKE_NODE,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+            },
+        },
+        "status": {
+            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "250"},
+            "capacity": {"cpu": "64", "memory": "256Gi", "pods": "250"},
+        },
+    }
+    run_kubectl(kubeconfig, "apply", "-f", "-", stdin=json.dumps(node))
 
 
 def install_crds(kubeconfig: Path, folder: Path = ROOT / "config" / "crd" / "bases") -> list[str]:
@@ -503,8 +626,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.controlplane", description=__doc__)
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument("--dir", type=Path, default=ROOT / ".local", help="state folder")
+    parser.add_argument(
+        "--full", action="store_true", help="add controller-manager, scheduler, kwok"
+    )
     args = parser.parse_args(argv)
-    return cluster_up(args.dir) if args.command == "up" else cluster_down(args.dir)
+    return cluster_up(args.dir, args.full) if args.command == "up" else cluster_down(args.dir)
 
 
 if __name__ == "__main__":
