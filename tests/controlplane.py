@@ -408,6 +408,7 @@ class ControlPlane:
         )
         self._save_state()
         create_fake_node(self.kubeconfig)
+        create_fake_storage(self.kubeconfig)
 
     def wait_for_node_ready(self, timeout_s: float = 60) -> None:
         run_kubectl(
@@ -546,7 +547,7 @@ def cluster_down(workdir: Path) -> int:
         print(f"no control plane runs from {workdir}")
         return 0
     pids: dict[str, int] = json.loads(state.read_text())
-    for name in (*reversed(FULL_CLUSTER), "kube-apiserver", "etcd"):
+    for name in ("operator", *reversed(FULL_CLUSTER), "kube-apiserver", "etcd"):
         if name in pids:
             _terminate(pids[name])
     state.unlink()
@@ -595,6 +596,50 @@ def create_fake_node(kubeconfig: Path) -> None:
         },
     }
     run_kubectl(kubeconfig, "apply", "-f", "-", stdin=json.dumps(node))
+
+
+FAKE_VOLUMES = 20
+
+
+def create_fake_storage(kubeconfig: Path) -> None:
+    """A default StorageClass and pre-made volumes, so PVCs bind (the PV controller in
+    kube-controller-manager does the binding; kwok runs no container that would use them)."""
+    docs: list[dict[str, object]] = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": "standard",
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            },
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "Immediate",
+            "allowVolumeExpansion": True,
+        }
+    ]
+    for index in range(FAKE_VOLUMES):
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"kwok-pv-{index}"},
+                "spec": {
+                    "capacity": {"storage": "100Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "storageClassName": "standard",
+                    # Never mounted: kwok runs no containers.
+                    "hostPath": {"path": f"/var/lib/kwok-pv-{index}"},
+                },
+            }
+        )
+    run_kubectl(
+        kubeconfig,
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}),
+    )
 
 
 def install_crds(kubeconfig: Path, folder: Path = ROOT / "config" / "crd" / "bases") -> list[str]:

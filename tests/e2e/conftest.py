@@ -1,0 +1,66 @@
+"""End-to-end fixtures: a full local cluster (controller-manager, scheduler, a kwok node), so
+Deployments really get ReplicaSets and Pods, pods really get scheduled and become Ready, and the
+garbage collector follows owner references."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests.cluster import Cluster
+from tests.controlplane import ControlPlane, install_crds
+from tests.integration.conftest import OperatorProcess, start_operator
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e/" in str(item.path):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def full_cluster() -> Iterator[Cluster]:
+    workdir = Path(tempfile.mkdtemp(prefix="database-operator-e2e-"))
+    try:
+        with ControlPlane(workdir, full=True) as plane:
+            install_crds(plane.kubeconfig)
+            plane.wait_for_node_ready()
+            connected = Cluster.connect(plane)
+            try:
+                yield connected
+            finally:
+                connected.api.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def e2e_namespace(full_cluster: Cluster) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    full_cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    # The namespace controller runs here: the namespace and everything in it go away.
+    full_cluster.core.delete_namespace(name)
+
+
+@pytest.fixture
+def e2e_operator(
+    full_cluster: Cluster, e2e_namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    running = start_operator(
+        full_cluster,
+        tmp_path / "operator.log",
+        f"--namespace={e2e_namespace}",
+        "--resync-interval=2",
+        "--health-port=0",
+        "--metrics-port=0",
+        "--log-level=DEBUG",
+    )
+    yield running
+    assert running.stop() == 0, running.log_text()[-3000:]
