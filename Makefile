@@ -39,6 +39,10 @@ tools: $(BIN)/kubectl $(BIN)/helm ## Install kubectl and helm into bin/ (from Py
 envtest: ## Build etcd and kube-apiserver (FULL=1: also controller-manager, scheduler, kwok) into bin/k8s/<version>.
 	@if [[ -n "$${KUBEBUILDER_ASSETS:-}" && "$(FULL)" != 1 ]]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else FULL=$(FULL) hack/envtest.sh >/dev/null; fi
 
+.PHONY: envtest-full
+envtest-full: ## envtest FULL=1: what the e2e tests and the demo need.
+	@$(MAKE) --no-print-directory envtest FULL=1
+
 .PHONY: prometheus
 prometheus: ## Make sure prometheus and promtool exist (Debian's package) for the metrics tests.
 	hack/install-prometheus.sh
@@ -55,9 +59,13 @@ manifests: install ## Generate the CRD (from the models) and RBAC (from rbac.py)
 	$(PY) hack/manifests.py
 
 .PHONY: lint
-lint: install lint-docker ## ruff (lint and format check), and the Dockerfile (hadolint, checkov).
-	$(VENV)/bin/ruff check operator tests
-	$(VENV)/bin/ruff format --check operator tests
+lint: install lint-docker helm-lint actionlint ## ruff, the Dockerfile, the chart and the workflows.
+	$(VENV)/bin/ruff check operator tests hack
+	$(VENV)/bin/ruff format --check operator tests hack
+
+.PHONY: actionlint
+actionlint: ## actionlint (pinned, go install) with shellcheck on every workflow.
+	hack/actionlint.sh
 
 .PHONY: lint-docker
 lint-docker: ## Check the Dockerfile statically (hadolint, checkov).
@@ -65,24 +73,36 @@ lint-docker: ## Check the Dockerfile statically (hadolint, checkov).
 
 .PHONY: fmt
 fmt: install ## Format and fix what ruff can.
-	$(VENV)/bin/ruff format operator tests
-	$(VENV)/bin/ruff check --fix operator tests
+	$(VENV)/bin/ruff format operator tests hack
+	$(VENV)/bin/ruff check --fix operator tests hack
 
 .PHONY: typecheck
 typecheck: install ## mypy --strict.
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py
 
 .PHONY: unit
 unit: install ## Unit tests (no server).
-	$(VENV)/bin/pytest -m "not integration" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 .PHONY: integration
 integration: install tools envtest prometheus ## Integration tests against a real etcd + kube-apiserver.
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
+.PHONY: e2e
+e2e: install tools envtest-full ## End-to-end tests on the full local cluster.
+	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
+
 .PHONY: test
-test: lint typecheck install tools envtest prometheus ## Everything: lint, typecheck, unit and integration tests.
+test: lint typecheck install tools envtest-full prometheus ## Everything: lint, typecheck, unit and integration tests.
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+.PHONY: helm-lint
+helm-lint: tools ## helm lint --strict the chart, with its defaults and each values-<env>.yaml.
+	$(BIN)/helm lint --strict helm/database-operator
+	for values in helm/database-operator/values-*.yaml; do \
+		$(BIN)/helm lint --strict helm/database-operator --values "$$values"; \
+	done
 
 ##@ Image
 

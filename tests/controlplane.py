@@ -60,17 +60,18 @@ CONTROL_PLANE = ("etcd", "kube-apiserver")
 FULL_CLUSTER = ("kube-controller-manager", "kube-scheduler", "kwok")
 
 
-def assets_dir(full: bool = False) -> Path:
-    """Where the binaries are: $KUBEBUILDER_ASSETS, else bin/k8s/<version>."""
+def find_binary(name: str) -> Path:
+    """A control-plane binary: from $KUBEBUILDER_ASSETS (setup-envtest's layout) when it has it,
+    else from bin/k8s/<version> (built by `make envtest`, FULL=1 for the full cluster)."""
     env = os.environ.get("KUBEBUILDER_ASSETS")
-    folder = Path(env) if env else ROOT / "bin" / "k8s" / kube_version()
-    for binary in CONTROL_PLANE + (FULL_CLUSTER if full else ()):
-        if not (folder / binary).is_file():
-            hint = "check KUBEBUILDER_ASSETS" if env else "run `make envtest` first"
-            if full:
-                hint = "run `make envtest FULL=1` first"
-            raise FileNotFoundError(f"{folder / binary} is missing: {hint}")
-    return folder
+    if env and (Path(env) / name).is_file():
+        return Path(env) / name
+    path = ROOT / "bin" / "k8s" / kube_version() / name
+    if not path.is_file():
+        full = " FULL=1" if name in FULL_CLUSTER else ""
+        where = f"KUBEBUILDER_ASSETS={env} or " if env else ""
+        raise FileNotFoundError(f"{name} is not in {where}{path.parent}: run `make envtest{full}`")
+    return path
 
 
 def kubectl_path() -> Path:
@@ -297,7 +298,10 @@ class ControlPlane:
         return self.workdir / "controlplane.json"
 
     def start(self) -> ControlPlane:
-        assets = assets_dir(self.full)
+        binary = {
+            name: str(find_binary(name))
+            for name in CONTROL_PLANE + (FULL_CLUSTER if self.full else ())
+        }
         self.workdir.mkdir(parents=True, exist_ok=True)
         pki = make_pki(self.workdir / "pki")
         (self.workdir / "logs").mkdir(exist_ok=True)
@@ -305,7 +309,7 @@ class ControlPlane:
         self._spawn(
             "etcd",
             [
-                str(assets / "etcd"),
+                binary["etcd"],
                 f"--data-dir={self.workdir / 'etcd'}",
                 f"--listen-client-urls={etcd_url}",
                 f"--advertise-client-urls={etcd_url}",
@@ -319,7 +323,7 @@ class ControlPlane:
         self._spawn(
             "kube-apiserver",
             [
-                str(assets / "kube-apiserver"),
+                binary["kube-apiserver"],
                 f"--etcd-servers={etcd_url}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
@@ -345,7 +349,7 @@ class ControlPlane:
         try:
             self._wait_ready(pki)
             if self.full:
-                self._start_full_cluster(assets, pki)
+                self._start_full_cluster(binary, pki)
         except BaseException:
             self.stop()
             raise
@@ -356,12 +360,12 @@ class ControlPlane:
             json.dumps({name: proc.pid for name, proc in self.processes.items()})
         )
 
-    def _start_full_cluster(self, assets: Path, pki: Pki) -> None:
+    def _start_full_cluster(self, binary: dict[str, str], pki: Pki) -> None:
         kubeconfig = str(self.kubeconfig)
         self._spawn(
             "kube-controller-manager",
             [
-                str(assets / "kube-controller-manager"),
+                binary["kube-controller-manager"],
                 f"--kubeconfig={kubeconfig}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
@@ -373,7 +377,8 @@ class ControlPlane:
                 f"--root-ca-file={pki.ca}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--use-service-account-credentials=false",
-                "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle",
+                # nodelifecycle lifts the not-ready taint once kwok reports the node Ready.
+                "--controllers=*,-nodeipam,-cloud-node-lifecycle",
                 # Fast: a demo and its tests wait on these loops.
                 "--concurrent-deployment-syncs=5",
                 "--concurrent-replicaset-syncs=5",
@@ -383,7 +388,7 @@ class ControlPlane:
         self._spawn(
             "kube-scheduler",
             [
-                str(assets / "kube-scheduler"),
+                binary["kube-scheduler"],
                 f"--kubeconfig={kubeconfig}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
@@ -397,10 +402,11 @@ class ControlPlane:
         self._spawn(
             "kwok",
             [
-                str(assets / "kwok"),
+                binary["kwok"],
                 f"--kubeconfig={kubeconfig}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                f"--config={ROOT / 'hack' / 'envtest' / 'kwok' / 'stages.yaml'}",
                 f"--server-address=127.0.0.1:{free_port()}",
                 "--cidr=10.1.0.0/16",
                 "--node-ip=127.0.0.2",

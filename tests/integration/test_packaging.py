@@ -1,0 +1,458 @@
+"""Installing the operator the way users do, against a real kube-apiserver with RBAC on: the Helm
+chart (install, upgrade, uninstall; CRDs kept) and `kubectl apply -k config/default`; and proof
+that the chart's RBAC is enough and no more: the operator, authenticated as the chart's
+ServiceAccount and started with the chart Deployment's own arguments, reconciles a Database end
+to end without a single denied request.
+
+No kubelet or scheduler runs, so the charts' Deployments never get pods (expected): the operator
+runs as a local process with the ServiceAccount's token instead. The session cluster already has
+the CRDs (applied by the fixture), so tests there install the chart with crds.enabled=false; the
+chart's own CRD install is tested on an empty control plane of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from database_operator import rbac
+from tests.cluster import Cluster, play_kubelet
+from tests.controlplane import ROOT, install_crds, make_pki_paths, temporary_control_plane
+from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
+from tests.integration.test_reconcile import phase_is, wait_for_status
+
+HELM = ROOT / "bin" / "helm"
+CHART = ROOT / "helm" / "database-operator"
+CHART_NAME = "database-operator"
+#: A denied or unauthenticated request, however Kopf, the client or the operator logs it.
+DENIED = re.compile(r"forbidden|unauthorized|\b40[13] ", re.IGNORECASE)
+
+
+@dataclass
+class Helm:
+    """bin/helm against one control plane, with its own cache/config/data folders."""
+
+    kubeconfig: Path
+    home: Path
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        assert HELM.is_file(), f"{HELM} is missing: run `make tools`"
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "HELM_CACHE_HOME": str(self.home / "cache"),
+            "HELM_CONFIG_HOME": str(self.home / "config"),
+            "HELM_DATA_HOME": str(self.home / "data"),
+        }
+        done = subprocess.run(
+            [str(HELM), *args], env=env, capture_output=True, text=True, check=False, timeout=180
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed: {done.stderr}")
+        return done
+
+
+@pytest.fixture(scope="module")
+def helm_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("helm")
+
+
+@pytest.fixture
+def helm(cluster: Cluster, helm_home: Path) -> Helm:
+    return Helm(cluster.kubeconfig, helm_home)
+
+
+@pytest.fixture
+def release(helm: Helm, namespace: str) -> Iterator[str]:
+    """A release name unique to the test (cluster-scoped RBAC is named after it), uninstalled
+    at teardown if the test left it installed."""
+    name = f"rel-{uuid.uuid4().hex[:6]}"
+    yield name
+    helm("uninstall", name, "--namespace", namespace, "--ignore-not-found")
+
+
+def sets(*assignments: str) -> list[str]:
+    """``--set`` flags, one per assignment."""
+    return [flag for assignment in assignments for flag in ("--set", assignment)]
+
+
+def fullname(release: str) -> str:
+    """The chart's name for the release's objects (the release name does not contain it)."""
+    return f"{release}-{CHART_NAME}"
+
+
+@pytest.fixture
+def make_namespace(cluster: Cluster) -> Iterator[Callable[[str], str]]:
+    """Create more namespaces for the test, deleted at teardown."""
+    made: list[str] = []
+
+    def make(prefix: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        cluster.core.delete_namespace(name)
+
+
+@pytest.fixture
+def empty_cluster() -> Iterator[Cluster]:
+    """A control plane of the test's own, without CRDs: a user's fresh cluster."""
+    with temporary_control_plane() as plane:
+        connected = Cluster.connect(plane)
+        try:
+            yield connected
+        finally:
+            connected.api.close()
+
+
+def not_found(call: Callable[[], Any]) -> bool:
+    try:
+        call()
+    except client.ApiException as error:
+        if error.status == 404:
+            return True
+        raise
+    return False
+
+
+def container(cluster: Cluster, namespace: str, name: str) -> Any:
+    return cluster.apps.read_namespaced_deployment(name, namespace).spec.template.spec.containers[0]
+
+
+def rules_of(cluster: Cluster, kind: str, name: str, namespace: str | None = None) -> list[Any]:
+    path = [kind, name] if namespace is None else [kind, name, "-n", namespace]
+    role = json.loads(cluster.kubectl("get", *path, "-o", "json"))
+    return role["rules"]  # type: ignore[no-any-return]
+
+
+def service_account_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates with a token of the ServiceAccount (as a pod would)."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=1h").strip()
+    pki = make_pki_paths(cluster.plane.workdir / "pki")
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {"server": cluster.plane.url, "certificate-authority": str(pki.ca)},
+            }
+        ],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": account}}],
+        "current-context": "c",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def start_as_deployed(
+    cluster: Cluster, namespace: str, release: str, kubeconfig: Path, log: Path
+) -> OperatorProcess:
+    """The operator with the installed Deployment's own arguments (ports off, quick resyncs and
+    DEBUG logs added after them: the last flag wins), authenticated as ``kubeconfig``'s user."""
+    args = container(cluster, namespace, fullname(release)).args
+    assert args[0] == "run"
+    return start_operator(
+        cluster,
+        log,
+        *args[1:],
+        "--metrics-port=0",
+        "--health-port=0",
+        f"--resync-interval={RESYNC_S}",
+        "--log-level=DEBUG",
+        kubeconfig=kubeconfig,
+    )
+
+
+def reconciles_to_active(cluster: Cluster, namespace: str, name: str) -> None:
+    """A Database gets its children and status, and goes Active once its pods are ready."""
+    cluster.create_db(namespace, name, {"engine": "redis"})
+    wait_for_status(cluster, namespace, name, "phase Pending", phase_is("Pending"))
+    cluster.apps.read_namespaced_deployment(name, namespace)
+    cluster.core.read_namespaced_service(name, namespace)
+    cluster.core.read_namespaced_secret(f"{name}-credentials", namespace)
+    play_kubelet(cluster, namespace, name)
+    wait_for_status(cluster, namespace, name, "phase Active", phase_is("Active"))
+
+
+def denied_lines(operator: OperatorProcess) -> list[str]:
+    return [line for line in operator.log_text().splitlines() if DENIED.search(line)]
+
+
+def can_i(cluster: Cluster, account: str, *request: str) -> str:
+    """kubectl's answer, "yes" or "no" (its first line: warnings follow on stderr)."""
+    answer = cluster.kubectl("auth", "can-i", *request, f"--as={account}", check=False)
+    return answer.splitlines()[0].strip()
+
+
+# --- the chart's lifecycle ----------------------------------------------------------------------
+
+
+def test_helm_install_upgrade_and_uninstall(
+    cluster: Cluster, helm: Helm, namespace: str, release: str
+) -> None:
+    name = fullname(release)
+    helm("install", release, str(CHART), "--namespace", namespace, "--set", "crds.enabled=false")
+
+    cluster.core.read_namespaced_service_account(name, namespace)
+    cluster.core.read_namespaced_service(f"{name}-metrics", namespace)
+    assert rules_of(cluster, "clusterrole", name) == rbac.cluster_role_rules()
+    binding = json.loads(cluster.kubectl("get", "clusterrolebinding", name, "-o", "json"))
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    deployment = cluster.apps.read_namespaced_deployment(name, namespace)
+    assert deployment.spec.replicas == 1
+    assert deployment.spec.strategy.type == "Recreate"
+    assert "--log-level=INFO" in deployment.spec.template.spec.containers[0].args
+
+    helm(
+        "upgrade",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--reuse-values",
+        *sets("logLevel=DEBUG", "replicas=2"),
+    )
+    upgraded = cluster.apps.read_namespaced_deployment(name, namespace)
+    assert upgraded.metadata.generation > deployment.metadata.generation
+    assert upgraded.spec.replicas == 2
+    assert upgraded.spec.strategy.type == "RollingUpdate"
+    args = upgraded.spec.template.spec.containers[0].args
+    assert {"--log-level=DEBUG", "--peering"} <= set(args)
+
+    helm("uninstall", release, "--namespace", namespace)
+    assert not_found(lambda: cluster.apps.read_namespaced_deployment(name, namespace))
+    assert not_found(lambda: cluster.core.read_namespaced_service_account(name, namespace))
+    assert "NotFound" in cluster.kubectl("get", "clusterrole", name, check=False)
+    # The session's CRDs were never the release's: untouched.
+    cluster.kubectl("get", "crd", "databases.databases.example.com")
+
+
+def test_chart_crds_apply_unchanged_over_the_installed_ones(cluster: Cluster, helm: Helm) -> None:
+    """The chart's CRDs are the ones the cluster has (config/crd/bases): applied over them on the
+    server, they change no spec (same generation) and conflict with no field manager."""
+    rendered = helm("template", CHART_NAME, str(CHART), "--show-only", "templates/crds.yaml")
+    applied = cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=helm",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-f",
+        "-",
+        input=rendered.stdout,
+    )
+    items = json.loads(applied)["items"]
+    assert len(items) == 3
+    for crd in items:
+        live = json.loads(cluster.kubectl("get", "crd", crd["metadata"]["name"], "-o", "json"))
+        assert crd["metadata"]["generation"] == live["metadata"]["generation"], crd["metadata"]
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_chart_installs_the_crds_on_an_empty_cluster_and_keeps_them_on_uninstall(
+    empty_cluster: Cluster, helm_home: Path
+) -> None:
+    cluster, helm = empty_cluster, Helm(empty_cluster.kubeconfig, helm_home)
+    release, namespace = CHART_NAME, "database-operator-system"
+    crds = [
+        "databases.databases.example.com",
+        "kopfpeerings.kopf.dev",
+        "clusterkopfpeerings.kopf.dev",
+    ]
+    helm("install", release, str(CHART), "--namespace", namespace, "--create-namespace")
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{crd}" for crd in crds]
+    )
+    cluster.kubectl("create", "namespace", "apps")
+    cluster.create_db("apps", "kept", {"engine": "redis"})
+
+    uninstalled = helm("uninstall", release, "--namespace", namespace)
+    assert "kept due to the resource policy" in uninstalled.stdout
+    for crd in crds:
+        cluster.kubectl("get", "crd", crd)
+    assert cluster.get_db("apps", "kept")["spec"]["engine"] == "redis"
+    assert "NotFound" in cluster.kubectl("get", "clusterrole", CHART_NAME, check=False)
+
+    # Installed again, the release adopts the CRDs it left behind.
+    helm("install", release, str(CHART), "--namespace", namespace, "--set", "logLevel=DEBUG")
+    for crd in crds:
+        live = json.loads(cluster.kubectl("get", "crd", crd, "-o", "json"))
+        assert live["metadata"]["annotations"]["meta.helm.sh/release-name"] == release
+    helm("uninstall", release, "--namespace", namespace)
+
+
+def test_chart_takes_over_crds_that_kubectl_installed(
+    empty_cluster: Cluster, helm_home: Path
+) -> None:
+    """CRDs applied before (`kubectl apply -k config/crd`, as the session fixture does): Helm
+    refuses to adopt them silently; with --take-ownership it does, and their spec is unchanged."""
+    cluster, helm = empty_cluster, Helm(empty_cluster.kubeconfig, helm_home)
+    names = install_crds(cluster.kubeconfig)
+    before = {
+        name: json.loads(cluster.kubectl("get", "crd", name, "-o", "json"))["metadata"]
+        for name in names
+    }
+    args = ["install", CHART_NAME, str(CHART), "--namespace", "ops", "--create-namespace"]
+    refused = helm(*args, check=False)
+    assert refused.returncode != 0
+    assert "exists and cannot be imported into the current release" in refused.stderr
+
+    helm(*args, "--take-ownership")
+    for name in names:
+        after = json.loads(cluster.kubectl("get", "crd", name, "-o", "json"))["metadata"]
+        assert after["generation"] == before[name]["generation"], name
+        assert after["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+# --- least privilege, proven --------------------------------------------------------------------
+
+
+def test_chart_service_account_runs_the_operator_across_all_namespaces(
+    empty_cluster: Cluster, helm_home: Path, tmp_path: Path
+) -> None:
+    """On an empty cluster, everything from `helm install` (CRDs, ClusterRole): the operator as
+    the ServiceAccount watches all namespaces, peers through a ClusterKopfPeering and reconciles
+    a Database end to end without a denied request."""
+    cluster, helm = empty_cluster, Helm(empty_cluster.kubeconfig, helm_home)
+    release, namespace = "ops", "database-operator-system"
+    helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--create-namespace",
+        *sets("peering.enabled=true"),
+    )
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    account = fullname(release)
+    kubeconfig = service_account_kubeconfig(cluster, namespace, account, tmp_path / "sa.kubeconfig")
+    cluster.kubectl("create", "namespace", "apps")
+
+    operator = start_as_deployed(cluster, namespace, release, kubeconfig, tmp_path / "op.log")
+    try:
+        reconciles_to_active(cluster, "apps", "db")
+        cluster.custom.get_cluster_custom_object(
+            "kopf.dev", "v1", "clusterkopfpeerings", "database-operator"
+        )
+    finally:
+        assert operator.stop() == 0, operator.log_text()[-3000:]
+    assert denied_lines(operator) == []
+    assert "--all-namespaces" in container(cluster, namespace, account).args
+
+
+def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR0917 - fixtures
+    cluster: Cluster,
+    helm: Helm,
+    namespace: str,
+    release: str,
+    make_namespace: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """watchNamespaces=[ns-a]: a Role in ns-a, nothing cluster-wide; the ServiceAccount may
+    read Secrets in ns-a and not in ns-b, and the operator it runs (peered through a KopfPeering
+    in ns-a) reconciles ns-a's Databases and no other."""
+    ns_a, ns_b = make_namespace("ns-a"), make_namespace("ns-b")
+    helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        *sets("crds.enabled=false", f"watchNamespaces={{{ns_a}}}", "peering.enabled=true"),
+    )
+    name = fullname(release)
+    assert rules_of(cluster, "role", name, ns_a) == rbac.NAMESPACED_RULES
+    for kind in ("clusterrole", "clusterrolebinding"):
+        assert "NotFound" in cluster.kubectl("get", kind, name, check=False)
+    assert "NotFound" in cluster.kubectl("get", "role", name, "-n", ns_b, check=False)
+
+    account = f"system:serviceaccount:{namespace}:{name}"
+    assert can_i(cluster, account, "get", "secrets", "-n", ns_a) == "yes"
+    assert can_i(cluster, account, "get", "secrets", "-n", ns_b) == "no"
+    assert can_i(cluster, account, "list", "databases.databases.example.com", "-A") == "no"
+    assert can_i(cluster, account, "list", "customresourcedefinitions") == "no"
+    assert can_i(cluster, account, "list", "secrets", "-n", ns_a) == "no"
+
+    cluster.create_db(ns_b, "other", {"engine": "redis"})
+    kubeconfig = service_account_kubeconfig(cluster, namespace, name, tmp_path / "sa.kubeconfig")
+    operator = start_as_deployed(cluster, namespace, release, kubeconfig, tmp_path / "op.log")
+    try:
+        reconciles_to_active(cluster, ns_a, "db")
+        cluster.custom.get_namespaced_custom_object(
+            "kopf.dev", "v1", ns_a, "kopfpeerings", "database-operator"
+        )
+    finally:
+        assert operator.stop() == 0, operator.log_text()[-3000:]
+    assert denied_lines(operator) == []
+    assert f"--namespace={ns_a}" in container(cluster, namespace, name).args
+    other = cluster.get_db(ns_b, "other")
+    assert "status" not in other
+    assert not other["metadata"].get("finalizers")
+
+
+def test_chart_pods_pass_the_restricted_pod_security_standard(
+    cluster: Cluster, helm: Helm, namespace: str
+) -> None:
+    """The API server's PodSecurity admission, enforcing "restricted" in the namespace, admits
+    the operator's pod (from the Deployment's template) and the `helm test` pod."""
+    cluster.kubectl(
+        "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted"
+    )
+    rendered = helm("template", CHART_NAME, str(CHART), "--namespace", namespace).stdout
+    objects = [obj for obj in yaml.safe_load_all(rendered) if obj]
+    deployment = next(obj for obj in objects if obj["kind"] == "Deployment")
+    operator_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "operator", "namespace": namespace},
+        "spec": deployment["spec"]["template"]["spec"],
+    }
+    test_pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    for pod in (operator_pod, test_pod):
+        out = cluster.kubectl(
+            "create", "--dry-run=server", "-o", "name", "-f", "-", input=json.dumps(pod)
+        )
+        assert out.strip() == f"pod/{pod['metadata']['name']}"
+    # The control: a pod the standard forbids is refused there.
+    privileged = {**operator_pod, "spec": {**operator_pod["spec"], "securityContext": {}}}
+    refused = cluster.kubectl(
+        "create", "--dry-run=server", "-f", "-", input=json.dumps(privileged), check=False
+    )
+    assert 'violates PodSecurity "restricted' in refused, refused
+
+
+# --- kustomize ----------------------------------------------------------------------------------
+
+
+def test_kustomize_default_applies_on_the_server(cluster: Cluster) -> None:
+    """`kubectl apply -k config/default`, dry-run on the server (admission, schemas, RBAC
+    escalation checks included). Its namespace must exist for a dry run of what goes in it."""
+    cluster.kubectl("create", "namespace", "database-operator-system", check=False)
+    out = cluster.kubectl("apply", "-k", str(ROOT / "config" / "default"), "--dry-run=server")
+    for obj in (
+        "customresourcedefinition.apiextensions.k8s.io/databases.databases.example.com",
+        "serviceaccount/database-operator",
+        "clusterrole.rbac.authorization.k8s.io/database-operator",
+        "clusterrolebinding.rbac.authorization.k8s.io/database-operator",
+        "deployment.apps/database-operator",
+    ):
+        assert obj in out, out

@@ -1,0 +1,512 @@
+"""The Helm chart and the kustomize install, offline: lint, render, schema, RBAC from rbac.py,
+CRDs from config/crd/bases, the restricted security context, and both installs agreeing.
+
+Needs bin/helm and bin/kubectl (`make tools`); a missing one fails the tests rather than
+skipping them, so packaging is never silently untested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from database_operator import rbac
+from tests.controlplane import kubectl_path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "database-operator"
+HELM = ROOT / "bin" / "helm"
+CRD_BASES = ROOT / "config" / "crd" / "bases"
+ENV_VALUES = ["values-dev.yaml", "values-staging.yaml", "values-prod.yaml"]
+RELEASE = "database-operator"
+SERVICE_MONITOR_API = "monitoring.coreos.com/v1/ServiceMonitor"
+STANDARD_LABELS = {
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "helm.sh/chart",
+}
+
+Manifest = dict[str, Any]
+Helm = Callable[..., subprocess.CompletedProcess[str]]
+Render = Callable[..., list[Manifest]]
+
+
+def sets(*assignments: str) -> list[str]:
+    """``--set`` flags, one per assignment."""
+    return [flag for assignment in assignments for flag in ("--set", assignment)]
+
+
+@pytest.fixture(scope="module")
+def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Helm's environment: its own cache/config/data folders, never the user's."""
+    assert HELM.is_file(), f"{HELM} is missing: run `make tools`"
+    home = tmp_path_factory.mktemp("helm")
+    return {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+
+@pytest.fixture(scope="module")
+def helm(helm_env: dict[str, str]) -> Helm:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(HELM), *args],
+            env=helm_env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def render(helm: Helm) -> Render:
+    """`helm template` the chart with ``args`` (e.g. --set ...) and return its objects."""
+
+    def run(*args: str) -> list[Manifest]:
+        done = helm("template", RELEASE, str(CHART), "--namespace", "ops", *args)
+        assert done.returncode == 0, done.stderr
+        return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+    return run
+
+
+def only(objects: list[Manifest], kind: str) -> Manifest:
+    found = [obj for obj in objects if obj["kind"] == kind]
+    assert len(found) == 1, f"{len(found)} {kind}s rendered"
+    return found[0]
+
+
+def kinds(objects: list[Manifest]) -> list[str]:
+    return [obj["kind"] for obj in objects]
+
+
+def container(objects: list[Manifest]) -> Manifest:
+    containers = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]  # type: ignore[no-any-return]
+
+
+def crd_bases() -> dict[str, Manifest]:
+    """The committed CRDs of config/crd/bases, by name."""
+    crds = {}
+    for path in sorted(CRD_BASES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["kind"] == "CustomResourceDefinition":
+                crds[doc["metadata"]["name"]] = doc
+    return crds
+
+
+# --- lint and render ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", [None, *ENV_VALUES])
+def test_chart_lints_strictly(helm: Helm, values: str | None) -> None:
+    extra = ["--values", str(CHART / values)] if values else []
+    done = helm("lint", "--strict", str(CHART), *extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("values", [None, *ENV_VALUES])
+def test_chart_renders_every_values_file(render: Render, values: str | None) -> None:
+    extra = ["--values", str(CHART / values)] if values else []
+    objects = render(*extra, "--api-versions", SERVICE_MONITOR_API)
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"):
+        only(objects, kind)
+    for obj in objects:
+        assert set(obj["metadata"]["labels"]) >= STANDARD_LABELS, obj["metadata"]["name"]
+
+
+def test_prod_values_run_two_peered_replicas_with_a_budget(render: Render) -> None:
+    objects = render("--values", str(CHART / "values-prod.yaml"))
+    deployment = only(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert "--peering" in container(objects)["args"]
+    assert "--log-format=json" in container(objects)["args"]
+    assert only(objects, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+
+
+def test_dev_values_run_one_replica_with_debug_logs(render: Render) -> None:
+    objects = render("--values", str(CHART / "values-dev.yaml"))
+    assert only(objects, "Deployment")["spec"]["replicas"] == 1
+    args = container(objects)["args"]
+    assert {"--log-level=DEBUG", "--log-format=json", "--no-peering"} <= set(args)
+    assert "PodDisruptionBudget" not in kinds(objects)
+
+
+# --- RBAC: only rbac.py's rules -----------------------------------------------------------------
+
+
+def test_watching_all_namespaces_binds_a_cluster_role_with_rbac_py_rules(render: Render) -> None:
+    objects = render()
+    role = only(objects, "ClusterRole")
+    assert role["rules"] == rbac.cluster_role_rules()
+    binding = only(objects, "ClusterRoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    account = only(objects, "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "ops"}
+    ]
+    assert "Role" not in kinds(objects)
+    assert "RoleBinding" not in kinds(objects)
+
+
+def test_watching_named_namespaces_binds_a_role_in_each_and_nothing_cluster_wide(
+    render: Render,
+) -> None:
+    objects = render("--set", "watchNamespaces={a,b}")
+    roles = {obj["metadata"]["namespace"]: obj for obj in objects if obj["kind"] == "Role"}
+    bindings = {
+        obj["metadata"]["namespace"]: obj for obj in objects if obj["kind"] == "RoleBinding"
+    }
+    assert set(roles) == set(bindings) == {"a", "b"}
+    account = only(objects, "ServiceAccount")["metadata"]["name"]
+    for namespace, role in roles.items():
+        assert role["rules"] == rbac.NAMESPACED_RULES
+        assert bindings[namespace]["roleRef"]["name"] == role["metadata"]["name"]
+        assert bindings[namespace]["subjects"] == [
+            {"kind": "ServiceAccount", "name": account, "namespace": "ops"}
+        ]
+    assert "ClusterRole" not in kinds(objects)
+    assert "ClusterRoleBinding" not in kinds(objects)
+    args = container(objects)["args"]
+    assert [arg for arg in args if arg.startswith(("--namespace", "--all-namespaces"))] == [
+        "--namespace=a",
+        "--namespace=b",
+    ]
+
+
+def test_rbac_rules_come_from_the_generated_file_only() -> None:
+    rules = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())
+    assert rules == rbac.rules_file()
+    for template in (CHART / "templates").glob("*.yaml"):
+        text = template.read_text()
+        assert "verbs:" not in text and "apiGroups:" not in text, template.name
+
+
+def test_rbac_and_service_account_are_created_separately(render: Render) -> None:
+    no_rbac = render("--set", "rbac.create=false")
+    assert not {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} & set(kinds(no_rbac))
+    assert "ServiceAccount" in kinds(no_rbac)
+
+    byo = render("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=mine")
+    assert "ServiceAccount" not in kinds(byo)
+    assert only(byo, "ClusterRoleBinding")["subjects"][0]["name"] == "mine"
+    pod = only(byo, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "mine"
+
+
+# --- CRDs ---------------------------------------------------------------------------------------
+
+
+def test_crds_are_the_committed_ones_and_survive_uninstall(render: Render) -> None:
+    rendered = {
+        obj["metadata"]["name"]: obj
+        for obj in render()
+        if obj["kind"] == "CustomResourceDefinition"
+    }
+    committed = crd_bases()
+    assert set(rendered) == set(committed)
+    for name, crd in rendered.items():
+        assert crd["spec"] == committed[name]["spec"], name
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert committed[name]["metadata"].get("labels", {}).items() <= (
+            crd["metadata"]["labels"].items()
+        )
+
+
+def test_crds_enabled_false_renders_none(render: Render) -> None:
+    assert "CustomResourceDefinition" not in kinds(render("--set", "crds.enabled=false"))
+
+
+# --- values.schema.json -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ("logLevel=LOUD", "/logLevel"),
+        ("logFormat=xml", "/logFormat"),
+        ("replicas=0", "/replicas"),
+        ("metrics.port=70000", "/metrics/port"),
+        ("health.port=0", "/health/port"),
+        ("watchNamespaces={Not_A_Namespace}", "/watchNamespaces/0"),
+        ("resyncInterval=0", "/resyncInterval"),
+        ("peering.enabled=maybe", "/peering/enabled"),
+        ("podDisruptionBudget.minAvailable=most", "/podDisruptionBudget/minAvailable"),
+        ("logLevl=DEBUG", "logLevl"),
+    ],
+)
+def test_schema_rejects_bad_values_naming_the_field(helm: Helm, setting: str, field: str) -> None:
+    done = helm("template", RELEASE, str(CHART), "--set", setting)
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr
+    assert field in done.stderr, done.stderr
+
+
+def test_same_metrics_and_health_port_is_refused(helm: Helm) -> None:
+    done = helm("template", RELEASE, str(CHART), "--set", "health.port=8080")
+    assert done.returncode != 0
+    assert "metrics.port and health.port must differ" in done.stderr
+
+
+def leaf_paths(schema: Manifest, prefix: str = "") -> list[str]:
+    """Dotted paths of the values the chart defines: schema properties, not free-form maps."""
+    paths = []
+    for name, child in schema.get("properties", {}).items():
+        path = f"{prefix}{name}"
+        if child.get("additionalProperties") is False and "properties" in child:
+            paths += leaf_paths(child, f"{path}.")
+        else:
+            paths.append(path)
+    return paths
+
+
+def test_values_yaml_and_schema_agree_and_every_key_is_documented() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert schema["additionalProperties"] is False
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    text = (CHART / "values.yaml").read_text()
+    for path in leaf_paths(schema):
+        if path == "global":  # Helm's own, for subcharts
+            continue
+        node: Any = values
+        for part in path.split("."):
+            assert part in node, f"{path} is in values.schema.json but not in values.yaml"
+            node = node[part]
+        assert re.search(rf"^\s*# {re.escape(path)}\b", text, re.MULTILINE), (
+            f"values.yaml: no comment starting with {path!r}"
+        )
+
+
+# --- the Deployment -----------------------------------------------------------------------------
+
+
+def test_pods_meet_the_restricted_pod_security_standard(render: Render) -> None:
+    objects = render()
+    pod = only(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == pod["securityContext"]["runAsGroup"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    context = container(objects)["securityContext"]
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert pod["automountServiceAccountToken"] is True
+    assert "hostNetwork" not in pod and "hostPID" not in pod
+
+
+def test_deployment_runs_the_operator_with_the_values_as_flags(render: Render) -> None:
+    objects = render(
+        *sets(
+            "logLevel=WARNING",
+            "logFormat=console",
+            "metrics.port=9090",
+            "health.port=9091",
+            "resyncInterval=30",
+            "peering.name=ha",
+        )
+    )
+    main = container(objects)
+    assert main["image"] == "ghcr.io/example/database-operator:0.1.0"
+    assert main["args"] == [
+        "run",
+        "--all-namespaces",
+        "--log-level=WARNING",
+        "--log-format=console",
+        "--metrics-port=9090",
+        "--health-port=9091",
+        "--resync-interval=30",
+        "--no-peering",
+        "--peering-name=ha",
+        "--peering-lifetime=60",
+    ]
+    assert {port["name"]: port["containerPort"] for port in main["ports"]} == {
+        "metrics": 9090,
+        "health": 9091,
+    }
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    service = only(objects, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_pod_name_reaches_the_operator_from_the_downward_api(render: Render) -> None:
+    env = {
+        var["name"]: var
+        for var in container(render("--set", "extraEnv.HTTPS_PROXY=http://proxy:3128"))["env"]
+    }
+    for name in ("POD_NAME", "POD_ID"):
+        assert env[name]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["HTTPS_PROXY"]["value"] == "http://proxy:3128"
+
+
+def test_pod_labels_and_annotations_are_added_but_never_break_the_selector(
+    render: Render,
+) -> None:
+    deployment = only(
+        render(
+            *sets(
+                "podLabels.team=databases",
+                "podLabels.app\\.kubernetes\\.io/name=other",
+                "podAnnotations.example\\.com/scrape=yes",
+            )
+        ),
+        "Deployment",
+    )
+    template = deployment["spec"]["template"]["metadata"]
+    assert template["labels"]["team"] == "databases"
+    assert template["labels"].items() >= deployment["spec"]["selector"]["matchLabels"].items()
+    assert template["annotations"] == {"example.com/scrape": "yes"}
+
+
+def test_one_replica_is_recreated_several_are_peered(render: Render) -> None:
+    one = only(render(), "Deployment")
+    assert one["spec"]["strategy"] == {"type": "Recreate"}
+    assert "--no-peering" in one["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    asked = render("--set", "peering.enabled=true")
+    assert "--peering" in container(asked)["args"]
+    assert only(asked, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+
+    three = render("--set", "replicas=3")
+    assert only(three, "Deployment")["spec"]["replicas"] == 3
+    assert only(three, "Deployment")["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert "--peering" in container(three)["args"]
+
+
+def test_service_monitor_and_budget_are_opt_in(render: Render) -> None:
+    defaults = kinds(render("--api-versions", SERVICE_MONITOR_API))
+    assert "ServiceMonitor" not in defaults
+    assert "PodDisruptionBudget" not in defaults
+
+    objects = render(
+        *sets("metrics.serviceMonitor.enabled=true", "podDisruptionBudget.enabled=true"),
+        "--api-versions",
+        SERVICE_MONITOR_API,
+    )
+    monitor = only(objects, "ServiceMonitor")
+    service = only(objects, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= (
+        service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    pods = only(objects, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert only(objects, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"] == pods
+    assert service["spec"]["selector"] == pods
+
+
+def test_service_monitor_is_skipped_without_the_prometheus_operator(helm: Helm) -> None:
+    done = helm("template", RELEASE, str(CHART), "--set", "metrics.serviceMonitor.enabled=true")
+    assert done.returncode == 0, done.stderr
+    assert "kind: ServiceMonitor" not in done.stdout
+
+
+def test_helm_test_pod_checks_the_metrics_endpoint(render: Render) -> None:
+    hooks = [
+        obj
+        for obj in render()
+        if obj["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"
+    ]
+    assert len(hooks) == 1
+    pod = hooks[0]["spec"]
+    check = pod["containers"][0]
+    image_tag = check["image"].rsplit(":", 1)[1]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", image_tag), check["image"]
+    script = " ".join(check["command"])
+    assert "http://database-operator-metrics.ops.svc:8080/metrics" in script
+    assert "grep database_operator_build_info" in script
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert check["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert check["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+# --- kustomize (config/default) installs the same operator --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kustomized() -> list[Manifest]:
+    done = subprocess.run(
+        [str(kubectl_path()), "kustomize", str(ROOT / "config" / "default")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def test_kustomize_has_the_same_rbac_as_the_chart(
+    kustomized: list[Manifest], render: Render
+) -> None:
+    chart = render()
+    assert only(kustomized, "ClusterRole")["rules"] == only(chart, "ClusterRole")["rules"]
+    binding = only(kustomized, "ClusterRoleBinding")
+    account = only(kustomized, "ServiceAccount")["metadata"]
+    assert binding["roleRef"]["name"] == only(kustomized, "ClusterRole")["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+    ]
+    deployment = only(kustomized, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["name"]
+    assert deployment["metadata"]["namespace"] == account["namespace"]
+    assert account["namespace"] == "database-operator-system"
+
+
+def test_kustomize_runs_the_same_container_as_the_chart_defaults(
+    kustomized: list[Manifest], render: Render
+) -> None:
+    chart = render()
+    assert container(kustomized) == container(chart)
+    ours, theirs = (only(objs, "Deployment")["spec"] for objs in (kustomized, chart))
+    assert ours["replicas"] == theirs["replicas"]
+    assert ours["strategy"] == theirs["strategy"]
+    for key in ("securityContext", "automountServiceAccountToken", "volumes"):
+        assert ours["template"]["spec"][key] == theirs["template"]["spec"][key], key
+
+
+def test_kustomize_installs_the_same_crds(kustomized: list[Manifest]) -> None:
+    crds = {o["metadata"]["name"]: o for o in kustomized if o["kind"] == "CustomResourceDefinition"}
+    assert crds == crd_bases()
+
+
+def test_kustomize_leaves_monitoring_out_by_default(kustomized: list[Manifest]) -> None:
+    assert "ServiceMonitor" not in kinds(kustomized)
+    done = subprocess.run(
+        [str(kubectl_path()), "kustomize", str(ROOT / "config" / "prometheus")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    monitoring = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    monitor, service = only(monitoring, "ServiceMonitor"), only(monitoring, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= (
+        service["metadata"]["labels"].items()
+    )
+    pods = only(kustomized, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == pods
