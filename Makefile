@@ -123,6 +123,11 @@ cluster-up: install tools envtest ## Start etcd + kube-apiserver (FULL=1: a full
 cluster-down: ## Stop the control plane started by cluster-up.
 	@if [[ -x $(PY) ]]; then $(PY) -m tests.controlplane down --dir .local; fi
 
+.PHONY: deploy
+deploy: tools ## Deploy to ENV (dev, staging, prod) with the current kubeconfig, smoke test, roll back on failure.
+	@[[ -n "$(ENV)" ]] || { echo "usage: make deploy ENV=dev|staging|prod"; exit 2; }
+	HELM=$(BIN)/helm KUBECTL=$(BIN)/kubectl hack/deploy.sh $(ENV)
+
 .PHONY: demo
 demo: ## Full local cluster + operator + samples, live until every sample is Active.
 	hack/demo.sh

@@ -25,9 +25,12 @@ image_args=()
 [[ -n "${IMAGE_DIGEST:-}" ]] && image_args+=(--set "image.digest=$IMAGE_DIGEST")
 
 # The last good revision, to roll back to if the smoke test fails.
-previous="$("$helm" history "$release" -n "$namespace" --max 20 -o json 2>/dev/null |
-  python3 -c 'import json,sys; d=[r for r in json.load(sys.stdin) if r["status"]=="deployed"]; print(d[-1]["revision"] if d else "")' ||
-  true)"
+previous=""
+if history="$("$helm" history "$release" -n "$namespace" --max 20 -o json 2>/dev/null)"; then
+  previous="$(python3 -c 'import json, sys
+deployed = [r["revision"] for r in json.load(sys.stdin) if r["status"] == "deployed"]
+print(deployed[-1] if deployed else "")' <<<"$history")"
+fi
 
 log "deploying $release to $env (namespace $namespace, previous revision: ${previous:-none})"
 "$helm" upgrade --install "$release" "$chart" \

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,7 +10,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client, config
 
-from tests.controlplane import ControlPlane, kubectl_path
+from tests.controlplane import ControlPlane, kubectl_process
 
 T = TypeVar("T")
 
@@ -48,16 +46,7 @@ class Cluster:
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
         """Run kubectl against this control plane and return its stdout."""
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        done = subprocess.run(
-            [str(kubectl_path()), *args],
-            env=env,
-            input=input,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        done = kubectl_process(self.kubeconfig, *args, stdin=input)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
         return done.stdout + ("" if check else done.stderr)
@@ -117,6 +106,25 @@ def play_kubelet(cluster: Cluster, namespace: str, name: str, ready: int | None 
     deployment = cluster.apps.read_namespaced_deployment(name, namespace)
     replicas = deployment.spec.replicas or 0
     ready = replicas if ready is None else ready
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    rolled_out = ready == replicas
+    conditions = [
+        # What the Deployment controller reports; kstatus (helm --wait) reads these.
+        {
+            "type": "Available",
+            "status": "True" if rolled_out else "False",
+            "reason": "MinimumReplicasAvailable" if rolled_out else "MinimumReplicasUnavailable",
+            "lastUpdateTime": now,
+            "lastTransitionTime": now,
+        },
+        {
+            "type": "Progressing",
+            "status": "True",
+            "reason": "NewReplicaSetAvailable" if rolled_out else "ReplicaSetUpdated",
+            "lastUpdateTime": now,
+            "lastTransitionTime": now,
+        },
+    ]
     cluster.apps.patch_namespaced_deployment_status(
         name,
         namespace,
@@ -127,6 +135,7 @@ def play_kubelet(cluster: Cluster, namespace: str, name: str, ready: int | None 
                 "updatedReplicas": replicas,
                 "readyReplicas": ready,
                 "availableReplicas": ready,
+                "conditions": conditions,
             }
         },
     )

@@ -362,17 +362,25 @@ class ControlPlane:
 
     def _start_full_cluster(self, binary: dict[str, str], pki: Pki) -> None:
         kubeconfig = str(self.kubeconfig)
-        self._spawn(
-            "kube-controller-manager",
-            [
-                binary["kube-controller-manager"],
+
+        def component(name: str) -> list[str]:
+            """What the controller-manager and the scheduler share: admin access, no election."""
+            return [
+                binary[name],
                 f"--kubeconfig={kubeconfig}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",
-                f"--cert-dir={self.workdir / 'pki' / 'kcm'}",
+                f"--cert-dir={self.workdir / 'pki' / name}",
+                "--v=0",
+            ]
+
+        self._spawn(
+            "kube-controller-manager",
+            [
+                *component("kube-controller-manager"),
                 f"--service-account-private-key-file={pki.sa_key}",
                 f"--root-ca-file={pki.ca}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
@@ -382,23 +390,9 @@ class ControlPlane:
                 # Fast: a demo and its tests wait on these loops.
                 "--concurrent-deployment-syncs=5",
                 "--concurrent-replicaset-syncs=5",
-                "--v=0",
             ],
         )
-        self._spawn(
-            "kube-scheduler",
-            [
-                binary["kube-scheduler"],
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
-                f"--cert-dir={self.workdir / 'pki' / 'scheduler'}",
-                "--v=0",
-            ],
-        )
+        self._spawn("kube-scheduler", component("kube-scheduler"))
         self._spawn(
             "kwok",
             [
@@ -566,16 +560,24 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 FAKE_NODE = "kwok-node-0"
 
 
-def run_kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    done = subprocess.run(
+def kubectl_process(
+    kubeconfig: Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """kubectl ARGS against the cluster of ``kubeconfig``, whatever its exit code."""
+    return subprocess.run(
         [str(kubectl_path()), *args],
-        env=env,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
         input=stdin,
         capture_output=True,
         text=True,
         check=False,
+        timeout=120,
     )
+
+
+def run_kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    """kubectl ARGS; its stdout, or an error with its stderr."""
+    done = kubectl_process(kubeconfig, *args, stdin=stdin)
     if done.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
     return done.stdout
