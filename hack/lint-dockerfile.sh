@@ -48,7 +48,7 @@ fi
 
 # failure-threshold info: any finding, even a style one, fails the check.
 failed=()
-hadolint_version="$("$hadolint" --version | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)"
+hadolint_version="$("$hadolint" --version | grep -m1 -oE '[0-9]+\.[0-9]+\.[0-9]+' || true)"
 if "$hadolint" --no-color --failure-threshold info "$dockerfile"; then
   summary="hadolint $hadolint_version: no findings"
 else

@@ -15,7 +15,7 @@ forward_pid=""
 
 log() { printf '[smoke %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 cleanup() {
-  [[ -n "$forward_pid" ]] && kill "$forward_pid" 2>/dev/null || true
+  if [[ -n "$forward_pid" ]]; then kill "$forward_pid" 2>/dev/null || true; fi
   "$kubectl" delete database "$name" -n "$ns" --ignore-not-found --wait=false >/dev/null 2>&1 || true
 }
 trap cleanup EXIT

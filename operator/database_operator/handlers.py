@@ -31,10 +31,12 @@ from database_operator.status import Outcome
 PREFIX = GROUP
 #: Owned children are watched with this server-side label selector: nothing else is streamed.
 CHILD_SELECTOR = f"app.kubernetes.io/managed-by={desired.MANAGED_BY}"
+#: The children watched: (group, version, plural).
+CHILD_RESOURCES = (("apps", "v1", "deployments"), ("", "v1", "services"))
+#: Characters that make a namespace a glob (Kopf then has to scan namespaces for matches).
+GLOB_CHARACTERS = set("*?[]!")
 #: Consecutive failures of one Database before its Degraded condition says so.
 ERRORS_BEFORE_DEGRADED = 3
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,7 +59,7 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
         prefix=PREFIX, key="last-handled-configuration"
     )
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
-    for group, version, plural in (("apps", "v1", "deployments"), ("", "v1", "services")):
+    for group, version, plural in CHILD_RESOURCES:
         settings.watching.label_selectors[group, version, plural] = CHILD_SELECTOR
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
@@ -65,8 +67,14 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.peering.lifetime = ours.peering_lifetime
     # Watching named namespaces only: no cluster-wide listing of namespaces (and CRDs), so a
     # Role per namespace is all the RBAC it needs. Globs still need the scan to find matches.
-    exact = ours.namespaces and not any(set(ns) & set("*?[]!") for ns in ours.namespaces)
-    settings.scanning.disabled = bool(exact)
+    settings.scanning.disabled = bool(ours.namespaces) and all(
+        is_exact(ns) for ns in ours.namespaces
+    )
+
+
+def is_exact(namespace: str) -> bool:
+    """A namespace name, not a pattern."""
+    return not set(namespace) & GLOB_CHARACTERS
 
 
 async def ensure_peering_objects(
@@ -75,7 +83,7 @@ async def ensure_peering_objects(
     """Kopf peers meet in a KopfPeering per watched namespace (a ClusterKopfPeering when
     watching all), and Kopf never creates it: without it every peer stays paused. Create it."""
     name = ctx.settings.peering_name
-    exact = [ns for ns in ctx.settings.namespaces if not set(ns) & set("*?[]!")]
+    exact = [ns for ns in ctx.settings.namespaces if is_exact(ns)]
     objects: list[dict[str, Any]] = (
         [{"kind": "KopfPeering", "metadata": {"name": name, "namespace": ns}} for ns in exact]
         if ctx.settings.namespaces
@@ -262,7 +270,7 @@ def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegi
         # Event handlers are not retried (Kopf logs the failure); the resync timer comes back.
         await run_reconcile(ctx, database, logger, trigger=str(body.get("kind", "child")))
 
-    for group, version, plural in (("apps", "v1", "deployments"), ("", "v1", "services")):
+    for group, version, plural in CHILD_RESOURCES:
         kopf.on.event(
             group=group or None,
             version=version,

@@ -41,12 +41,6 @@ NAMESPACED_RULES: list[Rule] = [
     },
     # Kubernetes Events on Databases (Kopf posts them).
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    # HA: the KopfPeering object of each watched namespace.
-    {
-        "apiGroups": ["kopf.dev"],
-        "resources": ["kopfpeerings"],
-        "verbs": ["get", "list", "watch", "create", "patch"],
-    },
 ]
 
 #: Extra rules when the operator watches every namespace (a ClusterRole).
@@ -57,7 +51,19 @@ CLUSTER_RULES: list[Rule] = [
         "resources": ["customresourcedefinitions"],
         "verbs": ["list", "watch"],
     },
-    # HA across the cluster: one ClusterKopfPeering.
+]
+
+#: HA only (peering on): the KopfPeering of each watched namespace, which the operator creates.
+PEERING_NAMESPACED_RULES: list[Rule] = [
+    {
+        "apiGroups": ["kopf.dev"],
+        "resources": ["kopfpeerings"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+]
+
+#: HA only, watching every namespace: one ClusterKopfPeering instead.
+PEERING_CLUSTER_RULES: list[Rule] = [
     {
         "apiGroups": ["kopf.dev"],
         "resources": ["clusterkopfpeerings"],
@@ -66,18 +72,28 @@ CLUSTER_RULES: list[Rule] = [
 ]
 
 
-def cluster_role_rules() -> list[Rule]:
-    """All rules, for the ClusterRole of an operator that watches every namespace."""
-    return NAMESPACED_RULES + CLUSTER_RULES
+def cluster_role_rules(peering: bool = False) -> list[Rule]:
+    """The ClusterRole of an operator that watches every namespace."""
+    return NAMESPACED_RULES + CLUSTER_RULES + (PEERING_CLUSTER_RULES if peering else [])
+
+
+def namespaced_rules(peering: bool = False) -> list[Rule]:
+    """The Role in each namespace of an operator that watches named namespaces."""
+    return NAMESPACED_RULES + (PEERING_NAMESPACED_RULES if peering else [])
 
 
 def rules_file() -> dict[str, Any]:
     """What the Helm chart reads (files/rbac-rules.yaml)."""
-    return {"namespaced": NAMESPACED_RULES, "cluster": CLUSTER_RULES}
+    return {
+        "namespaced": NAMESPACED_RULES,
+        "cluster": CLUSTER_RULES,
+        "peeringNamespaced": PEERING_NAMESPACED_RULES,
+        "peeringCluster": PEERING_CLUSTER_RULES,
+    }
 
 
 def cluster_role(name: str = "database-operator") -> dict[str, Any]:
-    """The ClusterRole of config/rbac/role.yaml."""
+    """The ClusterRole of config/rbac/role.yaml (one replica, no peering)."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",

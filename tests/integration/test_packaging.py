@@ -212,7 +212,7 @@ def test_helm_install_upgrade_and_uninstall(
 
     cluster.core.read_namespaced_service_account(name, namespace)
     cluster.core.read_namespaced_service(f"{name}-metrics", namespace)
-    assert rules_of(cluster, "clusterrole", name) == rbac.cluster_role_rules()
+    assert rules_of(cluster, "clusterrole", name) == rbac.cluster_role_rules(peering=False)
     binding = json.loads(cluster.kubectl("get", "clusterrolebinding", name, "-o", "json"))
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
     deployment = cluster.apps.read_namespaced_deployment(name, namespace)
@@ -380,7 +380,7 @@ def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR09
         *sets("crds.enabled=false", f"watchNamespaces={{{ns_a}}}", "peering.enabled=true"),
     )
     name = fullname(release)
-    assert rules_of(cluster, "role", name, ns_a) == rbac.NAMESPACED_RULES
+    assert rules_of(cluster, "role", name, ns_a) == rbac.namespaced_rules(peering=True)
     for kind in ("clusterrole", "clusterrolebinding"):
         assert "NotFound" in cluster.kubectl("get", kind, name, check=False)
     assert "NotFound" in cluster.kubectl("get", "role", name, "-n", ns_b, check=False)

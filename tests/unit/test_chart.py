@@ -156,7 +156,7 @@ def test_dev_values_run_one_replica_with_debug_logs(render: Render) -> None:
 def test_watching_all_namespaces_binds_a_cluster_role_with_rbac_py_rules(render: Render) -> None:
     objects = render()
     role = only(objects, "ClusterRole")
-    assert role["rules"] == rbac.cluster_role_rules()
+    assert role["rules"] == rbac.cluster_role_rules(peering=False)
     binding = only(objects, "ClusterRoleBinding")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -182,7 +182,7 @@ def test_watching_named_namespaces_binds_a_role_in_each_and_nothing_cluster_wide
     assert set(roles) == set(bindings) == {"a", "b"}
     account = only(objects, "ServiceAccount")["metadata"]["name"]
     for namespace, role in roles.items():
-        assert role["rules"] == rbac.NAMESPACED_RULES
+        assert role["rules"] == rbac.namespaced_rules(peering=False)
         assert bindings[namespace]["roleRef"]["name"] == role["metadata"]["name"]
         assert bindings[namespace]["subjects"] == [
             {"kind": "ServiceAccount", "name": account, "namespace": "ops"}
@@ -510,3 +510,16 @@ def test_kustomize_leaves_monitoring_out_by_default(kustomized: list[Manifest]) 
     )
     pods = only(kustomized, "Deployment")["spec"]["selector"]["matchLabels"]
     assert service["spec"]["selector"] == pods
+
+
+def test_peering_rules_are_granted_only_with_peering(render: Render) -> None:
+    assert only(render("--set", "replicas=2"), "ClusterRole")["rules"] == rbac.cluster_role_rules(
+        peering=True
+    )
+    peered = render("--set", "peering.enabled=true", "--set", "watchNamespaces={a}")
+    assert only(peered, "Role")["rules"] == rbac.namespaced_rules(peering=True)
+    for objects in (render(), render("--set", "watchNamespaces={a}")):
+        rules = [
+            r for obj in objects if obj["kind"] in ("Role", "ClusterRole") for r in obj["rules"]
+        ]
+        assert not [r for r in rules if "kopf.dev" in r["apiGroups"]]

@@ -22,11 +22,11 @@ def test_every_generated_file_is_up_to_date() -> None:
 
 def test_cluster_role_is_the_rules_of_rbac_py() -> None:
     role = yaml.safe_load((ROOT / "config" / "rbac" / "role.yaml").read_text())
-    assert role["rules"] == rbac.NAMESPACED_RULES + rbac.CLUSTER_RULES
+    assert role["rules"] == rbac.cluster_role_rules(peering=False)
 
 
 def test_no_rule_grants_wildcards_or_secret_listing() -> None:
-    for rule in rbac.cluster_role_rules():
+    for rule in rbac.cluster_role_rules(peering=True) + rbac.namespaced_rules(peering=True):
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
         if "secrets" in rule["resources"]:
             assert not {"list", "watch"} & set(rule["verbs"])
