@@ -132,6 +132,17 @@ async def _ensure_credentials(
                 f"{db.namespace!r}",
             )
     elif observed is None:
+        # A volume that outlived its Secret was initialised with the lost password: a new one
+        # would lock the engine out of its own data.
+        if db.spec.storage and await kube.get(
+            "PersistentVolumeClaim", db.namespace, desired.pvc_name(db)
+        ):
+            return Failure(
+                "CredentialsSecretLost",
+                f"Secret {name!r} is gone but PersistentVolumeClaim {desired.pvc_name(db)!r} holds "
+                "data initialised with its password: restore the Secret (or delete the claim to "
+                "start afresh)",
+            )
         # Created once, with a fresh password; never re-applied, so never regenerated.
         await kube.create(desired.secret(db, desired.generate_password()))
         result.created.append("Secret")

@@ -13,6 +13,7 @@ import contextlib
 import json
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.cluster import Cluster, condition, play_kubelet, wait_for, write_requests
@@ -503,3 +504,29 @@ def test_steady_state_resyncs_make_no_write_requests(
         key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key)
     }
     assert writes == {}, f"steady-state resyncs wrote: {writes}"
+
+
+def test_a_lost_secret_is_not_regenerated_over_existing_data(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    cluster.create_db(namespace, "db", {"storage": {"size": "1Gi"}})
+    wait_for_status(cluster, namespace, "db", "first reconcile", observed)
+    secret = cluster.core.read_namespaced_secret("db-credentials", namespace)
+    cluster.core.delete_namespaced_secret("db-credentials", namespace)
+
+    failed = wait_for_status(cluster, namespace, "db", "Failed", phase_is("Failed"))
+    ready = condition(failed, "Ready")
+    assert ready is not None
+    assert ready["reason"] == "CredentialsSecretLost"
+    assert "db-data" in ready["message"]
+    wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
+    with pytest.raises(client.ApiException) as missing:
+        cluster.core.read_namespaced_secret("db-credentials", namespace)
+    assert missing.value.status == 404, "the Secret was regenerated"
+
+    # Restoring it recovers the Database.
+    cluster.core.create_namespaced_secret(
+        namespace,
+        client.V1Secret(metadata=client.V1ObjectMeta(name="db-credentials"), data=secret.data),
+    )
+    wait_for_status(cluster, namespace, "db", "Pending again", phase_is("Pending"))
