@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,6 +52,17 @@ class Cluster:
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
         return done.stdout + ("" if check else done.stderr)
+
+    @contextlib.contextmanager
+    def scratch_namespace(self, prefix: str) -> Iterator[str]:
+        """A fresh namespace, deleted afterwards (it stays Terminating where no namespace
+        controller runs; that is harmless)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+        try:
+            yield name
+        finally:
+            self.core.delete_namespace(name)
 
     # --- Databases --------------------------------------------------------------------------
 

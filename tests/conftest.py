@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client
 
 from tests.cluster import Cluster
 from tests.controlplane import install_crds, temporary_control_plane
@@ -27,8 +25,5 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture
 def namespace(cluster: Cluster) -> Iterator[str]:
     """A fresh namespace for one test."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    # No namespace controller runs here, so the namespace stays Terminating; that is harmless.
-    cluster.core.delete_namespace(name)
+    with cluster.scratch_namespace("t") as name:
+        yield name

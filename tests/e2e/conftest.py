@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client
 
 from tests.cluster import Cluster
 from tests.controlplane import ControlPlane, install_crds
@@ -42,11 +40,9 @@ def full_cluster() -> Iterator[Cluster]:
 
 @pytest.fixture
 def e2e_namespace(full_cluster: Cluster) -> Iterator[str]:
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    full_cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    # The namespace controller runs here: the namespace and everything in it go away.
-    full_cluster.core.delete_namespace(name)
+    # The namespace controller runs here: the namespace and everything in it go away after.
+    with full_cluster.scratch_namespace("e2e") as name:
+        yield name
 
 
 @pytest.fixture
