@@ -176,6 +176,10 @@ Every sample is Active. The cluster and the operator keep running; poke them:
   kubectl get deploy,rs,pods,svc,pvc,secrets      # what the operator made
   kubectl scale db/sessions --replicas=5          # scale through the scale subresource
   kubectl delete pod -l app.kubernetes.io/instance=inventory   # break it: watch it heal
+  kubectl annotate pod -l app.kubernetes.io/instance=sessions \\
+    database-operator.example.com/simulate=not-ready            # pods unready: Degraded
+  kubectl annotate pod -l app.kubernetes.io/instance=sessions \\
+    database-operator.example.com/simulate-                     # ready again: Active
   kubectl patch db orders --type=merge -p '{{"spec":{{"version":"17"}}}}'  # roll out a new version
   curl -s localhost:{metrics_port}/metrics | grep ^database_operator_   # the operator's metrics
   tail -f .local/logs/operator.log                # its JSON logs
