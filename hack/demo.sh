@@ -8,7 +8,7 @@ make --no-print-directory install tools >/dev/null
 echo "    done in $((SECONDS - started))s"
 built=$SECONDS
 echo "==> binaries: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok"
-echo "    (first run on a machine builds them from the Go module proxy: about 15 minutes on 2 cores)"
+echo "    (first run on a machine builds them from the Go module proxy: about 10 minutes on 2 cores)"
 FULL=1 hack/envtest.sh >/dev/null
 echo "    done in $((SECONDS - built))s"
 exec .venv/bin/python hack/demo.py
