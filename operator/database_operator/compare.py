@@ -57,10 +57,15 @@ def owner_refs_to(obj: dict[str, Any], uid: str) -> list[dict[str, Any]]:
 
 
 def needs_write(observed: dict[str, Any] | None, desired: dict[str, Any], owner_uid: str) -> bool:
-    """Whether ``desired`` must be applied over what the cluster has."""
+    """Whether ``desired`` must be written over what the cluster has.
+
+    Owner references are the one list we share: others may add theirs, so only ours count, and
+    exactly (one we dropped, deletionPolicy Delete -> Retain, must go).
+    """
     if observed is None:
         return True
-    if not covers(observed, desired):
+    meta = {k: v for k, v in desired.get("metadata", {}).items() if k != "ownerReferences"}
+    if not covers(observed, {**desired, "metadata": meta}):
         return True
-    # Owner references we dropped (deletionPolicy Delete -> Retain) must go: compare ours exactly.
-    return not covers(owner_refs_to(observed, owner_uid), owner_refs_to(desired, owner_uid))
+    ours, wanted = owner_refs_to(observed, owner_uid), owner_refs_to(desired, owner_uid)
+    return not (len(ours) == len(wanted) and covers(ours, wanted))

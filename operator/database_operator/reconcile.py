@@ -14,7 +14,7 @@ from typing import Any
 
 from database_operator import desired
 from database_operator.api.models import Database, DatabaseStatus, DeletionPolicy, Phase
-from database_operator.compare import covers, needs_write, owner_refs_to
+from database_operator.compare import needs_write, owner_refs_to
 from database_operator.kube import ApiError, Kube, Manifest
 from database_operator.status import Outcome, compute_status
 
@@ -170,12 +170,9 @@ async def _ensure_secret_ownership(
     uid = str(db.metadata.get("uid", ""))
     wanted = desired.retained_owner_references(db)
     labels = desired.labels(db)
-    meta = observed.get("metadata", {})
-    ours = owner_refs_to(observed, uid)
-    ours_match = len(ours) == len(wanted) and covers(ours, wanted)
-    labels_match = all(meta.get("labels", {}).get(k) == v for k, v in labels.items())
-    if ours_match and labels_match:
+    if not needs_write(observed, {"metadata": {"labels": labels, "ownerReferences": wanted}}, uid):
         return
+    meta = observed["metadata"]
     others = [ref for ref in meta.get("ownerReferences") or [] if ref.get("uid") != uid]
     await kube.merge_patch(
         "Secret",

@@ -85,3 +85,19 @@ def test_an_owner_reference_we_no_longer_want_needs_a_write() -> None:
     with_ref["metadata"]["ownerReferences"] = [ref]
     assert needs_write(with_ref, DESIRED, "uid-1")
     assert not needs_write(with_ref, DESIRED, "another-owner")
+
+
+def test_owner_references_of_others_are_no_difference() -> None:
+    ref = {
+        "apiVersion": "databases.example.com/v1",
+        "kind": "Database",
+        "name": "db",
+        "uid": "uid-1",
+    }
+    theirs = {"apiVersion": "example.com/v1", "kind": "Backup", "name": "b", "uid": "uid-9"}
+    desired = {**DESIRED, "metadata": {**DESIRED["metadata"], "ownerReferences": [ref]}}
+    shared = observed()
+    shared["metadata"]["ownerReferences"] = [theirs, ref]
+    assert not needs_write(shared, desired, "uid-1")
+    shared["metadata"]["ownerReferences"] = [theirs]
+    assert needs_write(shared, desired, "uid-1")
