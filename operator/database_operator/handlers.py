@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -99,9 +100,12 @@ async def ensure_peering_objects(
             )
 
 
-def events_for(body: kopf.Body) -> EventSink:
+def events_for(body: Mapping[str, Any]) -> EventSink:
+    """Post Events on the Database ``body`` (Kopf needs only its reference fields)."""
+    target = body if isinstance(body, kopf.Body) else kopf.Body(cast(kopf.RawBody, body))
+
     def post(type_: str, reason: str, message: str) -> None:
-        kopf.event(body, type=type_, reason=reason, message=message)
+        kopf.event(target, type=type_, reason=reason, message=message)
 
     return post
 
@@ -132,7 +136,7 @@ def log_result(
 
 async def run_reconcile(
     ctx: Context,
-    body: kopf.Body | dict[str, Any],
+    key: tuple[str, str],
     logger: logging.Logger | logging.LoggerAdapter[Any],
     trigger: str,
     retry: int = 0,
@@ -141,12 +145,8 @@ async def run_reconcile(
 
     API failures become Kopf errors, which Kopf logs once per attempt with their cause:
     temporary ones are retried with backoff and, once they keep failing, reported in the
-    Degraded condition.
+    Degraded condition. ``key`` is the Database's (namespace, name).
     """
-    meta = body["metadata"]
-    if meta.get("deletionTimestamp"):
-        return None
-    key = (meta["namespace"], meta["name"])
     started = time.monotonic()
     async with ctx.locks[key]:
         current: dict[str, Any] | None = None
@@ -156,7 +156,7 @@ async def run_reconcile(
             if current is None or current["metadata"].get("deletionTimestamp"):
                 return None
             with ctx.metrics.reconcile_duration.time():
-                result = await reconcile(ctx.kube, current, events_for(body_of(current, body)))
+                result = await reconcile(ctx.kube, current, events_for(current))
         except ApiError as error:
             ctx.metrics.reconciles.labels("error").inc()
             if current is not None and retry + 1 >= ERRORS_BEFORE_DEGRADED:
@@ -184,7 +184,7 @@ async def report_error(ctx: Context, body: dict[str, Any], error: ApiError) -> N
             db,
             deployment=deployment,
             result=result,
-            events=events_for(body_of(body, body)),
+            events=events_for(body),
             now=datetime.now(UTC),
         )
 
@@ -198,11 +198,8 @@ def record(metrics: Metrics, key: tuple[str, str], result: Result) -> None:
     metrics.phases.set(*key, str(result.status.phase) if result.status.phase else None)
 
 
-def body_of(current: dict[str, Any], fallback: kopf.Body | dict[str, Any]) -> kopf.Body:
-    """A kopf.Body for posting Events (Kopf needs only the object's reference fields)."""
-    if isinstance(fallback, kopf.Body):
-        return fallback
-    return kopf.Body(cast(kopf.RawBody, current))
+def key_of(body: kopf.Body) -> tuple[str, str]:
+    return (str(body.metadata.namespace), str(body.metadata.name))
 
 
 def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegistry:
@@ -225,7 +222,7 @@ def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegi
     async def on_change(
         body: kopf.Body, logger: kopf.Logger, reason: str, retry: int, **_: Any
     ) -> None:
-        await run_reconcile(ctx, body, logger, trigger=str(reason), retry=retry)
+        await run_reconcile(ctx, key_of(body), logger, trigger=str(reason), retry=retry)
 
     @kopf.timer(
         GROUP,
@@ -237,7 +234,9 @@ def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegi
         registry=registry,
     )
     async def resync(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
-        await run_reconcile(ctx, body, logger, trigger="resync", retry=kwargs.get("retry", 0))
+        await run_reconcile(
+            ctx, key_of(body), logger, trigger="resync", retry=kwargs.get("retry", 0)
+        )
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, id="finalize", registry=registry)
     async def on_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
@@ -266,9 +265,9 @@ def register(ctx: Context, registry: kopf.OperatorRegistry) -> kopf.OperatorRegi
         )
         if owner is None or body.metadata.namespace is None:
             return
-        database = {"metadata": {"namespace": body.metadata.namespace, "name": owner["name"]}}
         # Event handlers are not retried (Kopf logs the failure); the resync timer comes back.
-        await run_reconcile(ctx, database, logger, trigger=str(body.get("kind", "child")))
+        key = (body.metadata.namespace, str(owner["name"]))
+        await run_reconcile(ctx, key, logger, trigger=str(body.get("kind", "child")))
 
     for group, version, plural in CHILD_RESOURCES:
         kopf.on.event(

@@ -19,8 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from database_operator.api.models import GROUP, PLURAL, VERSION
-
-Manifest = dict[str, Any]
+from database_operator.desired import Manifest
 
 FIELD_MANAGER = "database-operator"
 

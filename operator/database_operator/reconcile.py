@@ -15,7 +15,8 @@ from typing import Any
 from database_operator import desired
 from database_operator.api.models import Database, DatabaseStatus, DeletionPolicy, Phase
 from database_operator.compare import needs_write, owner_refs_to
-from database_operator.kube import ApiError, Kube, Manifest
+from database_operator.desired import Manifest
+from database_operator.kube import ApiError, Kube
 from database_operator.status import Outcome, compute_status
 
 #: Posts a Kubernetes Event on the Database: (type "Normal"/"Warning", reason, message).
@@ -38,7 +39,6 @@ class Result:
     #: Kinds of the children written although the spec had not changed: drift put back.
     drift: list[str] = field(default_factory=list)
     status_written: bool = False
-    previous_phase: Phase | None = None
 
     @property
     def result(self) -> str:
@@ -67,7 +67,7 @@ async def reconcile(
     Raises ApiError for API failures (the caller decides whether to retry).
     """
     db = Database.model_validate(dict(body))
-    result = Result(status=db.status, outcome=Outcome(), previous_phase=db.status.phase)
+    result = Result(status=db.status, outcome=Outcome())
     failure: Failure | None = None
     deployment: Manifest | None
 
@@ -252,6 +252,3 @@ async def finalize(
             deleted.append(kind)
             events("Normal", "Deleted", f"deleted {kind} {name} (deletionPolicy: Delete)")
     return deleted
-
-
-__all__ = ["ApiError", "EventSink", "Failure", "Result", "finalize", "reconcile", "write_status"]
