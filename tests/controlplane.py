@@ -155,74 +155,75 @@ class Pki:
     sa_key: Path
     sa_pub: Path
 
+    @classmethod
+    def at(cls, folder: Path) -> Pki:
+        """Where make_pki writes them in ``folder``."""
+        return cls(**{field_: folder / name for field_, name in PKI_FILES.items()})
+
+
+#: Pki field -> file name (the names kube-apiserver's --cert-dir conventions suggest).
+PKI_FILES = {
+    "ca": "ca.crt",
+    "ca_key": "ca.key",
+    "serving_cert": "apiserver.crt",
+    "serving_key": "apiserver.key",
+    "admin_cert": "admin.crt",
+    "admin_key": "admin.key",
+    "sa_key": "sa.key",
+    "sa_pub": "sa.pub",
+}
+
+
+def _subject(common_name: str, groups: list[str]) -> x509.Name:
+    """A certificate subject: CN is the user, each O a group (how kube-apiserver reads it)."""
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+    return x509.Name(attrs)
+
+
+def _write_owner_only(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+    path.chmod(0o600)
+
 
 def make_pki(folder: Path) -> Pki:
+    """A CA, the API server's serving certificate, an admin client certificate
+    (system:masters) and the ServiceAccount signing keys, written into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-
-    def write(name: str, data: bytes) -> Path:
-        path = folder / name
-        path.write_bytes(data)
-        path.chmod(0o600)
-        return path
-
-    def name(cn: str, org: str | None = None) -> x509.Name:
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-        if org:
-            attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-        return x509.Name(attrs)
-
+    pki = Pki.at(folder)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _cert(name("database-operator-envtest-ca"), ca_key, None, ca=True)
+    ca = _cert(_subject("database-operator-envtest-ca", []), ca_key, None, ca=True)
     serving_key = ec.generate_private_key(ec.SECP256R1())
-    serving = _cert(name("kube-apiserver"), serving_key, (ca, ca_key), server=True)
-    admin_key = ec.generate_private_key(ec.SECP256R1())
-    admin = _cert(name("envtest-admin", "system:masters"), admin_key, (ca, ca_key))
+    serving = _cert(_subject("kube-apiserver", []), serving_key, (ca, ca_key), server=True)
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = serialization.Encoding.PEM
-    return Pki(
-        ca=write("ca.crt", ca.public_bytes(pem)),
-        ca_key=write("ca.key", _pem_key(ca_key)),
-        serving_cert=write("apiserver.crt", serving.public_bytes(pem)),
-        serving_key=write("apiserver.key", _pem_key(serving_key)),
-        admin_cert=write("admin.crt", admin.public_bytes(pem)),
-        admin_key=write("admin.key", _pem_key(admin_key)),
-        sa_key=write("sa.key", _pem_key(sa_key)),
-        sa_pub=write(
-            "sa.pub",
-            sa_key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),
-        ),
+    _write_owner_only(pki.ca, ca.public_bytes(pem))
+    _write_owner_only(pki.ca_key, _pem_key(ca_key))
+    _write_owner_only(pki.serving_cert, serving.public_bytes(pem))
+    _write_owner_only(pki.serving_key, _pem_key(serving_key))
+    _write_owner_only(pki.sa_key, _pem_key(sa_key))
+    _write_owner_only(
+        pki.sa_pub,
+        sa_key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),
     )
+    client_certificate(pki, "envtest-admin", ["system:masters"], (pki.admin_cert, pki.admin_key))
+    return pki
 
 
-def client_certificate(pki: Pki, folder: Path, user: str, groups: list[str]) -> tuple[Path, Path]:
-    """A client certificate for ``user`` in ``groups``, signed by the control plane's CA."""
+def client_certificate(
+    pki: Pki, user: str, groups: list[str], paths: tuple[Path, Path] | None = None
+) -> tuple[Path, Path]:
+    """A client certificate and key for ``user`` in ``groups``, signed by the control plane's CA,
+    written to ``paths`` (default: <user>.crt and <user>.key beside the CA)."""
     ca = x509.load_pem_x509_certificate(pki.ca.read_bytes())
     ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, user)]
-    attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = _cert(x509.Name(attrs), key, (ca, ca_key))
-    cert_path, key_path = folder / f"{user}.crt", folder / f"{user}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(_pem_key(key))
-    key_path.chmod(0o600)
+    cert = _cert(_subject(user, groups), key, (ca, ca_key))
+    cert_path, key_path = paths or (pki.ca.parent / f"{user}.crt", pki.ca.parent / f"{user}.key")
+    _write_owner_only(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    _write_owner_only(key_path, _pem_key(key))
     return cert_path, key_path
-
-
-def make_pki_paths(folder: Path) -> Pki:
-    """The Pki that make_pki wrote into ``folder``."""
-    names = {
-        "ca": "ca.crt",
-        "ca_key": "ca.key",
-        "serving_cert": "apiserver.crt",
-        "serving_key": "apiserver.key",
-        "admin_cert": "admin.crt",
-        "admin_key": "admin.key",
-        "sa_key": "sa.key",
-        "sa_pub": "sa.pub",
-    }
-    return Pki(**{field_: folder / name for field_, name in names.items()})
 
 
 def write_kubeconfig(
@@ -288,6 +289,10 @@ class ControlPlane:
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.secure_port}"
+
+    @property
+    def pki(self) -> Pki:
+        return Pki.at(self.workdir / "pki")
 
     @property
     def kubeconfig(self) -> Path:
@@ -474,10 +479,9 @@ class ControlPlane:
 
     def kubeconfig_for(self, user: str, groups: list[str] | None = None) -> Path:
         """A kubeconfig that authenticates as ``user`` (RBAC decides what it may do)."""
-        pki = make_pki_paths(self.workdir / "pki")
-        cert = client_certificate(pki, self.workdir / "pki", user, groups or [])
+        cert = client_certificate(self.pki, user, groups or [])
         path = self.workdir / f"kubeconfig-{user}"
-        write_kubeconfig(path, self.url, pki, cert)
+        write_kubeconfig(path, self.url, self.pki, cert)
         return path
 
     def __enter__(self) -> ControlPlane:

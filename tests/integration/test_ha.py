@@ -87,12 +87,9 @@ def active(
     cluster: Cluster, namespace: str, peering: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
     """The higher-priority operator, started first and registered in the peering object."""
-    running = start_peer(cluster, namespace, peering, ACTIVE_PRIORITY, tmp_path / "active.log")
-    wait_for(
-        lambda: has_peer_with_priority(cluster, namespace, peering, ACTIVE_PRIORITY),
-        what="the active operator's keep-alive",
+    yield from registered_peer(
+        cluster, namespace, peering, ACTIVE_PRIORITY, tmp_path / "active.log"
     )
-    yield from stopped_at_teardown(running)
 
 
 @pytest.fixture
@@ -100,15 +97,20 @@ def standby(
     cluster: Cluster, namespace: str, peering: str, active: OperatorProcess, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
     """The lower-priority operator, started once the active one is registered."""
-    running = start_peer(cluster, namespace, peering, STANDBY_PRIORITY, tmp_path / "standby.log")
-    wait_for(
-        lambda: has_peer_with_priority(cluster, namespace, peering, STANDBY_PRIORITY),
-        what="the standby operator's keep-alive",
+    yield from registered_peer(
+        cluster, namespace, peering, STANDBY_PRIORITY, tmp_path / "standby.log"
     )
-    yield from stopped_at_teardown(running)
 
 
-def stopped_at_teardown(running: OperatorProcess) -> Iterator[OperatorProcess]:
+def registered_peer(
+    cluster: Cluster, namespace: str, peering: str, priority: int, log: Path
+) -> Iterator[OperatorProcess]:
+    """A peer started and seen in the peering object; stopped cleanly unless a test killed it."""
+    running = start_peer(cluster, namespace, peering, priority, log)
+    wait_for(
+        lambda: has_peer_with_priority(cluster, namespace, peering, priority),
+        what=f"the keep-alive of the peer with priority {priority}",
+    )
     yield running
     if running.proc.poll() is None:  # not killed by the test: it must exit cleanly
         assert running.stop() == 0, running.log_text()[-3000:]

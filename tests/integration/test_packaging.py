@@ -28,7 +28,7 @@ from kubernetes import client
 
 from database_operator import rbac
 from tests.cluster import Cluster, play_kubelet
-from tests.controlplane import ROOT, install_crds, make_pki_paths, temporary_control_plane
+from tests.controlplane import ROOT, install_crds, temporary_control_plane
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
 from tests.integration.test_reconcile import phase_is, wait_for_status
 
@@ -142,7 +142,7 @@ def rules_of(cluster: Cluster, kind: str, name: str, namespace: str | None = Non
 def service_account_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:
     """A kubeconfig that authenticates with a token of the ServiceAccount (as a pod would)."""
     token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=1h").strip()
-    pki = make_pki_paths(cluster.plane.workdir / "pki")
+    pki = cluster.plane.pki
     config = {
         "apiVersion": "v1",
         "kind": "Config",

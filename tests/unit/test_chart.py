@@ -448,8 +448,13 @@ def test_helm_test_pod_checks_the_metrics_endpoint(render: Render) -> None:
 
 @pytest.fixture(scope="module")
 def kustomized() -> list[Manifest]:
+    return kustomize("default")
+
+
+def kustomize(base: str) -> list[Manifest]:
+    """`kubectl kustomize config/<base>`, parsed."""
     done = subprocess.run(
-        [str(kubectl_path()), "kustomize", str(ROOT / "config" / "default")],
+        [str(kubectl_path()), "kustomize", str(ROOT / "config" / base)],
         capture_output=True,
         text=True,
         check=False,
@@ -495,15 +500,7 @@ def test_kustomize_installs_the_same_crds(kustomized: list[Manifest]) -> None:
 
 def test_kustomize_leaves_monitoring_out_by_default(kustomized: list[Manifest]) -> None:
     assert "ServiceMonitor" not in kinds(kustomized)
-    done = subprocess.run(
-        [str(kubectl_path()), "kustomize", str(ROOT / "config" / "prometheus")],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    monitoring = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    monitoring = kustomize("prometheus")
     monitor, service = only(monitoring, "ServiceMonitor"), only(monitoring, "Service")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (
         service["metadata"]["labels"].items()
