@@ -150,6 +150,16 @@ class Kube:
                 return None
             raise
 
+    async def serves(self, group_version: str) -> bool:
+        """Whether the API server serves ``group/version`` yet (a new CRD takes a moment)."""
+        try:
+            await self._acall("GET", f"/apis/{group_version}", expected=(404,))
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
     # --- writes ---------------------------------------------------------------------------------
 
     async def apply(self, manifest: Manifest) -> Manifest:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import zlib
 
 import kopf
 
+from database_operator.api.models import GROUP, VERSION
 from database_operator.config import Settings
 from database_operator.handlers import Context, register
 from database_operator.health import Health
@@ -25,6 +27,38 @@ def peering_priority(settings: Settings) -> int:
         return settings.priority
     identity = os.environ.get("POD_NAME") or socket.gethostname()
     return 1 + zlib.crc32(identity.encode()) % 10_000
+
+
+CRD_POLL_S = 2.0
+
+
+async def wait_for_crds(kube: Kube, settings: Settings, stopping: asyncio.Event) -> bool:
+    """Wait until the API server serves our CRDs (and Kopf's peering CRDs when peering).
+
+    Kopf looks resources up when it starts and when a CRD changes; a CRD created just before the
+    operator starts (a chart installing both at once) can be missed for good. Starting Kopf only
+    once they are served closes that race. False when stopped meanwhile.
+    """
+    wanted = [f"{GROUP}/{VERSION}"] + (["kopf.dev/v1"] if settings.peering else [])
+    told = False
+    for group_version in wanted:
+        while not stopping.is_set():
+            try:
+                if await kube.serves(group_version):
+                    break
+                problem = "not served"
+            except ApiError as error:
+                if not error.retryable:
+                    raise
+                problem = str(error)  # e.g. the API server is not up yet: try again
+            if not told:
+                get_logger().warning(
+                    "waiting for the CRDs to be installed", missing=group_version, why=problem
+                )
+                told = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), CRD_POLL_S)
+    return not stopping.is_set()
 
 
 async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> None:
@@ -52,8 +86,17 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         metrics_port=settings.metrics_port,
         health_port=settings.health_port,
     )
-    health.operator_task = asyncio.create_task(
-        kopf.operator(
+
+    # Until Kopf installs its own signal handlers, SIGINT/SIGTERM stop the wait for the CRDs.
+    stopping = stop_flag or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+
+    async def operate() -> None:
+        if not await wait_for_crds(ctx.kube, settings, stopping):
+            return
+        await kopf.operator(
             registry=registry,
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
@@ -61,10 +104,12 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
             standalone=not settings.peering,
             peering_name=settings.peering_name if settings.peering else None,
             priority=priority,
-            stop_flag=stop_flag,
+            stop_flag=stopping,
             ready_flag=health.ready,
         )
-    )
+
+    # Alive while waiting for the CRDs too; ready only once Kopf watches.
+    health.operator_task = asyncio.create_task(operate())
     try:
         await health.operator_task
     finally:

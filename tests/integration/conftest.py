@@ -71,10 +71,10 @@ def start_operator(
         stdin=subprocess.DEVNULL,
     )
     operator = OperatorProcess(proc, log_path)
+    # Kopf has logged in, or the operator waits for CRDs that a test is about to install.
+    started = ("Initial authentication has finished", "waiting for the CRDs to be installed")
     wait_for(
-        lambda: (
-            proc.poll() is not None or "Initial authentication has finished" in operator.log_text()
-        ),
+        lambda: proc.poll() is not None or any(line in operator.log_text() for line in started),
         timeout=30,
         what="the operator to start",
     )

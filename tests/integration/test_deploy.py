@@ -134,9 +134,11 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
 def test_deploy_installs_the_chart_and_the_smoke_test_passes(pipeline: Pipeline) -> None:
     pipeline.kubelet.namespaces.add(pipeline.smoke_namespace)
     done = pipeline.deploy("dev")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, done.stderr + pipeline.operator.log_text()[-4000:]
     assert "[smoke" in done.stderr
     assert "passed: Ready" in done.stderr
+    # It started before the chart installed its CRDs, and waited for them.
+    assert "waiting for the CRDs to be installed" in pipeline.operator.log_text()
     history = pipeline.history()
     assert [(r["revision"], r["status"]) for r in history] == [(1, "deployed")]
     # The chart installed the CRDs, and the smoke test cleaned up after itself.
