@@ -96,6 +96,9 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     async def operate() -> None:
         if not await wait_for_crds(ctx.kube, settings, stopping):
             return
+        # Kopf's own signal handling from here on (with a stop flag of ours it polls, slowly).
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
         await kopf.operator(
             registry=registry,
             clusterwide=not settings.namespaces,
@@ -104,7 +107,7 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
             standalone=not settings.peering,
             peering_name=settings.peering_name if settings.peering else None,
             priority=priority,
-            stop_flag=stopping,
+            stop_flag=stop_flag,
             ready_flag=health.ready,
         )
 
