@@ -42,7 +42,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBE_VERSION_FILE = ROOT / "hack" / "envtest" / "kube" / "go.mod"
-SERVICE_CIDR = "10.0.0.0/24"
+#: Wide enough for thousands of Databases (one ClusterIP each) in the benchmark and chaos runs.
+SERVICE_CIDR = "10.0.0.0/16"
 READY_TIMEOUT_S = 90.0
 
 
@@ -281,6 +282,7 @@ class ControlPlane:
     etcd_peer_port: int = field(default_factory=free_port)
     secure_port: int = field(default_factory=free_port)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _apiserver_argv: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # The kubeconfig names certificate files; relative paths would break for other folders.
@@ -325,30 +327,28 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
-        self._spawn(
-            "kube-apiserver",
-            [
-                binary["kube-apiserver"],
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.secure_port}",
-                f"--cert-dir={self.workdir / 'pki'}",
-                f"--tls-cert-file={pki.serving_cert}",
-                f"--tls-private-key-file={pki.serving_key}",
-                f"--client-ca-file={pki.ca}",
-                "--authorization-mode=RBAC",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--service-account-key-file={pki.sa_pub}",
-                f"--service-account-signing-key-file={pki.sa_key}",
-                "--service-account-issuer=https://kubernetes.default.svc",
-                "--allow-privileged=true",
-                # Without a controller-manager nothing creates the ServiceAccounts that this
-                # admission plugin insists on; the full cluster has one.
-                *([] if self.full else ["--disable-admission-plugins=ServiceAccount"]),
-                "--v=0",
-            ],
-        )
+        self._apiserver_argv = [
+            binary["kube-apiserver"],
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.secure_port}",
+            f"--cert-dir={self.workdir / 'pki'}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca}",
+            "--authorization-mode=RBAC",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--allow-privileged=true",
+            # Without a controller-manager nothing creates the ServiceAccounts that this
+            # admission plugin insists on; the full cluster has one.
+            *([] if self.full else ["--disable-admission-plugins=ServiceAccount"]),
+            "--v=0",
+        ]
+        self._spawn("kube-apiserver", self._apiserver_argv)
         write_kubeconfig(self.kubeconfig, self.url, pki)
         self._save_state()
         try:
@@ -458,6 +458,18 @@ class ControlPlane:
             f"kube-apiserver not ready after {READY_TIMEOUT_S}s ({last_error}): "
             f"{self.log_tail('kube-apiserver')}"
         )
+
+    def kill_apiserver(self) -> None:
+        """SIGKILL kube-apiserver, as a crash would (etcd and its data stay)."""
+        proc = self.processes.pop("kube-apiserver")
+        proc.kill()
+        proc.wait(timeout=10)
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again, on the same port and etcd, and wait until it is ready."""
+        self._spawn("kube-apiserver", self._apiserver_argv)
+        self._save_state()
+        self._wait_ready(self.pki)
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         path = self.workdir / "logs" / f"{name}.log"
