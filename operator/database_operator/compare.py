@@ -1,17 +1,29 @@
-"""Pure comparison of desired and observed children: does a child need writing?
+"""Pure comparison of desired and observed children: does a child need writing, and how to take
+back the lists that another field manager changed.
 
 Compare-then-apply keeps the steady state free of writes: an apply that changes nothing is still
 a PATCH request. A child needs writing when some field we set has another value in the cluster
 (drift, or a spec change), or when our owner references on it differ. Fields we do not set —
 defaults filled in by the API server, annotations other tools add — never count.
+
+The comparison must end where the API server's own normalisation ends, or a child differs
+forever and every resync writes it: quantities compare by value, and an empty map, list or
+string we send is the same as a field the server left out (Go's ``omitempty``).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
+
+from database_operator.manifest import Manifest
+
+#: A path into an object: map keys and list indexes.
+Path = tuple[str | int, ...]
 
 
 def _same_quantity(observed: Any, desired: Any) -> bool:
@@ -22,18 +34,34 @@ def _same_quantity(observed: Any, desired: Any) -> bool:
         return False
 
 
+def is_empty(value: Any) -> bool:
+    """What Go's ``omitempty`` leaves out: an empty string, list or map (maps of such, too).
+
+    Not ``0`` or ``false``: those are pointers in the API types we use, sent and kept.
+    """
+    if isinstance(value, dict):
+        return all(is_empty(item) for item in value.values())
+    return value in ("", [])
+
+
 def covers(observed: Any, desired: Any) -> bool:  # noqa: PLR0911 (one return per case)
     """True when every field in ``desired`` has the same value in ``observed``.
 
-    Maps are compared key by key (extra observed keys are fine); lists element by element and of
-    equal length (we own every list we set: containers, ports, env, volumes); scalars by value,
-    with numbers and quantity strings compared as quantities.
+    Maps are compared key by key (extra observed keys are fine; a desired empty value matches a
+    missing key); lists element by element and of equal length (we own every list we set:
+    containers, ports, env, volumes); scalars by value, with numbers and quantity strings
+    compared as quantities.
     """
     if isinstance(desired, dict):
+        if observed is None and is_empty(desired):
+            return True
         return isinstance(observed, dict) and all(
-            key in observed and covers(observed[key], value) for key, value in desired.items()
+            covers(observed[key], value) if key in observed else is_empty(value)
+            for key, value in desired.items()
         )
     if isinstance(desired, list):
+        if observed is None:
+            return not desired
         return (
             isinstance(observed, list)
             and len(observed) == len(desired)
@@ -50,13 +78,13 @@ def covers(observed: Any, desired: Any) -> bool:  # noqa: PLR0911 (one return pe
     return False
 
 
-def owner_refs_to(obj: dict[str, Any], uid: str) -> list[dict[str, Any]]:
+def owner_refs_to(obj: Manifest, uid: str) -> list[Manifest]:
     """The owner references of ``obj`` that point at the object with ``uid``."""
     refs = obj.get("metadata", {}).get("ownerReferences") or []
     return [ref for ref in refs if ref.get("uid") == uid]
 
 
-def needs_write(observed: dict[str, Any] | None, desired: dict[str, Any], owner_uid: str) -> bool:
+def needs_write(observed: Manifest | None, desired: Manifest, owner_uid: str) -> bool:
     """Whether ``desired`` must be written over what the cluster has.
 
     Owner references are the one list we share: others may add theirs, so only ours count, and
@@ -69,3 +97,114 @@ def needs_write(observed: dict[str, Any] | None, desired: dict[str, Any], owner_
         return True
     ours, wanted = owner_refs_to(observed, owner_uid), owner_refs_to(desired, owner_uid)
     return not (len(ours) == len(wanted) and covers(ours, wanted))
+
+
+# --- taking lists back from other field managers ------------------------------------------------
+
+
+def _element_index(items: list[Any], key: str) -> int | None:
+    """The index of the list element that a managedFields step (``k:{..}``, ``v:..``, ``i:..``)
+    names."""
+    kind, _, text = key.partition(":")
+    if kind == "i":
+        index = int(text)
+        return index if index < len(items) else None
+    wanted = json.loads(text)
+    for index, item in enumerate(items):
+        if kind == "v" and item == wanted:
+            return index
+        if (
+            kind == "k"
+            and isinstance(item, dict)
+            and all(item.get(field) == value for field, value in wanted.items())
+        ):
+            return index
+    return None
+
+
+def _owned_paths(fields: dict[str, Any], obj: Any, path: Path) -> Iterator[Path]:
+    """The paths of ``obj`` that a managedFields ``fieldsV1`` tree owns (leaves and elements)."""
+    for key, sub in fields.items():
+        if key == ".":
+            yield path
+        elif key.startswith("f:"):
+            name = key[2:]
+            child = obj.get(name) if isinstance(obj, dict) else None
+            yield (*path, name)
+            yield from _owned_paths(sub, child, (*path, name))
+        elif isinstance(obj, list):
+            index = _element_index(obj, key)
+            if index is not None:
+                yield (*path, index)
+                yield from _owned_paths(sub, obj[index], (*path, index))
+
+
+def owned_by_others(observed: Manifest, manager: str) -> set[Path]:
+    """Paths of ``observed`` that field managers other than ``manager`` own."""
+    owned: set[Path] = set()
+    for entry in observed.get("metadata", {}).get("managedFields") or []:
+        if entry.get("manager") == manager or not isinstance(entry.get("fieldsV1"), dict):
+            continue
+        owned.update(_owned_paths(entry["fieldsV1"], observed, ()))
+    return owned
+
+
+def _matching(observed: list[Any], desired: Any, index: int) -> Any:
+    """The observed element that a desired list element stands for: the one with its ``name``,
+    else the one at its position."""
+    if isinstance(desired, dict) and "name" in desired:
+        return next(
+            (o for o in observed if isinstance(o, dict) and o.get("name") == desired["name"]), None
+        )
+    return observed[index] if index < len(observed) else None
+
+
+def overlay(observed: Any, desired: Any, foreign: set[Path], path: Path = ()) -> Any:
+    """``desired`` laid over ``observed``: our values win, lists hold exactly our elements, and
+    each element keeps the fields nobody else set (what the API server defaulted or allocated,
+    e.g. a Service's nodePort) but drops those another field manager set."""
+    if isinstance(desired, dict) and isinstance(observed, dict):
+        kept = {k: v for k, v in observed.items() if k not in desired and (*path, k) not in foreign}
+        return kept | {
+            k: overlay(observed.get(k), v, foreign, (*path, k)) for k, v in desired.items()
+        }
+    if isinstance(desired, list) and isinstance(observed, list):
+        result = []
+        for index, item in enumerate(desired):
+            match = _matching(observed, item, index)
+            where = observed.index(match) if match is not None else len(observed) + index
+            result.append(overlay(match, item, foreign, (*path, where)))
+        return result
+    return desired
+
+
+def _pointer(path: Path) -> str:
+    return "".join("/" + str(step).replace("~", "~0").replace("/", "~1") for step in path)
+
+
+def list_takebacks(observed: Manifest, desired: Manifest, manager: str) -> list[Manifest]:
+    """JSON-patch operations that replace each list we set whose observed value does not match,
+    with our elements laid over the observed ones (see ``overlay``).
+
+    Server-side apply cannot remove list elements another manager owns: an element someone
+    re-keyed (a Service port edited from 5432 to 9999) stays beside ours, and the apply is
+    refused as a duplicate or keeps differing on every resync. Replacing the list takes it back.
+    Lists under a map the cluster lacks are left to the apply.
+    """
+    foreign = owned_by_others(observed, manager)
+    operations: list[Manifest] = []
+
+    def walk(obs: Any, des: Any, path: Path) -> None:
+        for key, value in des.items():
+            if key not in obs:
+                continue
+            if isinstance(value, list) and not covers(obs[key], value):
+                replacement = overlay(obs[key], value, foreign, (*path, key))
+                operations.append(
+                    {"op": "replace", "path": _pointer((*path, key)), "value": replacement}
+                )
+            elif isinstance(value, dict) and isinstance(obs[key], dict):
+                walk(obs[key], value, (*path, key))
+
+    walk(observed, {k: v for k, v in desired.items() if k != "metadata"}, ())
+    return operations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from database_operator.compare import covers, needs_write
+from database_operator.compare import covers, list_takebacks, needs_write, owned_by_others
 
 DESIRED: dict[str, Any] = {
     "metadata": {"name": "db", "labels": {"app": "db"}},
@@ -101,3 +101,144 @@ def test_owner_references_of_others_are_no_difference() -> None:
     assert not needs_write(shared, desired, "uid-1")
     shared["metadata"]["ownerReferences"] = [theirs]
     assert needs_write(shared, desired, "uid-1")
+
+
+# --- what the API server leaves out --------------------------------------------------------------
+
+
+def test_an_empty_map_we_send_matches_a_field_the_server_dropped() -> None:
+    # resources: {limits: {}} comes back as resources: {} (or not at all): Go's omitempty.
+    assert covers({"resources": {}}, {"resources": {"limits": {}}})
+    assert covers({}, {"resources": {"limits": {}, "requests": {}}})
+    assert covers({}, {"args": [], "name": ""})
+    assert not covers({}, {"resources": {"limits": {"cpu": "1"}}})
+
+
+def test_zero_and_false_are_values_not_absence() -> None:
+    assert not covers({}, {"replicas": 0})
+    assert not covers({}, {"automountServiceAccountToken": False})
+
+
+# --- taking lists back from another field manager -------------------------------------------------
+
+SERVICE: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "db", "namespace": "ns"},
+    "spec": {
+        "type": "NodePort",
+        "ports": [{"name": "postgres", "port": 5432, "targetPort": "postgres", "protocol": "TCP"}],
+    },
+}
+
+
+def edited_service() -> dict[str, Any]:
+    """SERVICE after `kubectl edit` changed the port to 9999: the element is now kubectl's."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "db",
+            "namespace": "ns",
+            "resourceVersion": "12",
+            "managedFields": [
+                {
+                    "manager": "database-operator",
+                    "operation": "Apply",
+                    "fieldsV1": {"f:spec": {"f:type": {}}},
+                },
+                {
+                    "manager": "kubectl-edit",
+                    "operation": "Update",
+                    "fieldsV1": {
+                        "f:spec": {
+                            "f:ports": {
+                                'k:{"port":9999,"protocol":"TCP"}': {
+                                    ".": {},
+                                    "f:name": {},
+                                    "f:port": {},
+                                    "f:targetPort": {},
+                                    "f:protocol": {},
+                                    "f:appProtocol": {},
+                                }
+                            }
+                        }
+                    },
+                },
+            ],
+        },
+        "spec": {
+            "type": "NodePort",
+            "clusterIP": "10.0.0.7",
+            "ports": [
+                {
+                    "name": "postgres",
+                    "port": 9999,
+                    "targetPort": "postgres",
+                    "protocol": "TCP",
+                    "appProtocol": "tcp",
+                    "nodePort": 30123,
+                }
+            ],
+        },
+    }
+
+
+def test_a_list_another_manager_changed_is_replaced_with_ours() -> None:
+    operations = list_takebacks(edited_service(), SERVICE, "database-operator")
+    assert operations == [
+        {
+            "op": "replace",
+            "path": "/spec/ports",
+            "value": [
+                # Ours win; the server's allocation (nodePort) stays; kubectl's extra goes.
+                {
+                    "name": "postgres",
+                    "port": 5432,
+                    "targetPort": "postgres",
+                    "protocol": "TCP",
+                    "nodePort": 30123,
+                }
+            ],
+        }
+    ]
+
+
+def test_lists_that_match_are_left_alone() -> None:
+    assert (
+        list_takebacks({**SERVICE, "metadata": {"name": "db"}}, SERVICE, "database-operator") == []
+    )
+
+
+def test_a_foreign_element_beside_ours_is_taken_out() -> None:
+    observed = {
+        "metadata": {"name": "db"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "postgres", "image": "postgres:16", "imagePullPolicy": "Always"},
+                        {"name": "pg", "image": "postgres:16"},
+                    ]
+                }
+            }
+        },
+    }
+    wanted = {
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "postgres", "image": "postgres:17"}]}}
+        }
+    }
+    assert list_takebacks(observed, wanted, "database-operator") == [
+        {
+            "op": "replace",
+            "path": "/spec/template/spec/containers",
+            "value": [{"name": "postgres", "image": "postgres:17", "imagePullPolicy": "Always"}],
+        }
+    ]
+
+
+def test_fields_owned_by_others_are_found_through_list_keys() -> None:
+    owned = owned_by_others(edited_service(), "database-operator")
+    assert ("spec", "ports", 0, "appProtocol") in owned
+    assert ("spec", "type") not in owned

@@ -287,6 +287,34 @@ def test_container_drops_all_capabilities_and_privilege_escalation() -> None:
     }
 
 
+def test_kept_children_are_marked_as_created_for_the_database() -> None:
+    db = make_db(storage={"size": "1Gi"})
+    claim = desired.pvc(db)
+    assert claim is not None
+    for obj in (claim, desired.secret(db, "pw")):
+        assert obj["metadata"]["annotations"] == {"databases.example.com/created-for": "shop"}
+    for obj in (desired.deployment(db), desired.service(db)):
+        assert "annotations" not in obj["metadata"]
+
+
+def test_a_credentials_checksum_rolls_the_pods_only_when_the_values_change() -> None:
+    db = make_db(engine="postgres")
+    data = {"username": "YXBw", "password": "c2VjcmV0", "unrelated": "eA=="}
+    checksum = desired.credentials_checksum(db, data)
+    template = desired.deployment(db, checksum)["spec"]["template"]
+    assert template["metadata"]["annotations"]["databases.example.com/credentials-checksum"] == (
+        checksum
+    )
+    assert desired.credentials_checksum(db, {**data, "unrelated": "eQ=="}) == checksum
+    assert desired.credentials_checksum(db, {**data, "password": "bmV3"}) != checksum
+    # Salted per Secret: the same password elsewhere gives another checksum.
+    other = Database.model_validate({"metadata": {"name": "other", "namespace": "prod"}})
+    assert desired.credentials_checksum(other, data) != checksum
+    for value in data.values():
+        assert value not in checksum
+        assert base64.b64decode(value).decode() not in checksum
+
+
 def test_pod_template_names_the_credentials_secret_only() -> None:
     annotations = desired.deployment(make_db())["spec"]["template"]["metadata"]["annotations"]
     assert annotations == {"databases.example.com/credentials-secret": "shop-credentials"}
@@ -358,7 +386,12 @@ def test_pvc_with_storage() -> None:
     assert desired.pvc(db) == {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "shop-data", "namespace": "prod", "labels": STANDARD_LABELS},
+        "metadata": {
+            "name": "shop-data",
+            "namespace": "prod",
+            "labels": STANDARD_LABELS,
+            "annotations": {"databases.example.com/created-for": "shop"},
+        },
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
     }
     assert [obj["kind"] for obj in desired.children(db)] == [

@@ -13,7 +13,17 @@ from typing import Any
 
 import yaml
 
-from database_operator.api.models import GROUP, KIND, PLURAL, VERSION, DatabaseSpec, DatabaseStatus
+from database_operator.api.models import (
+    DATABASE_NAME_MAX_LENGTH,
+    DATABASE_NAME_PATTERN,
+    GROUP,
+    KIND,
+    PLURAL,
+    VERSION,
+    DatabaseSpec,
+    DatabaseStatus,
+    cel,
+)
 
 Schema = dict[str, Any]
 
@@ -84,6 +94,25 @@ def _schema_of(model: type[DatabaseSpec] | type[DatabaseStatus]) -> Schema:
     return _ordered(_structural(raw, raw.get("$defs", {})))  # type: ignore[no-any-return]
 
 
+#: Rules on metadata.name, which only the root of the schema can see: names a custom resource
+#: may have but its children may not are refused at admission, not failed on later.
+NAME_RULES = [
+    cel(
+        f"self.metadata.name.size() <= {DATABASE_NAME_MAX_LENGTH}",
+        f"metadata.name must be at most {DATABASE_NAME_MAX_LENGTH} characters: it names the "
+        "Database's Service, and a Service name is a DNS label",
+        ".metadata.name",
+    ),
+    cel(
+        f"self.metadata.name.matches('{DATABASE_NAME_PATTERN}')",
+        "metadata.name must start with a lowercase letter and hold only lowercase letters, "
+        "digits and '-' (no dots): it names the Database's Service, and a Service name is a "
+        "DNS label",
+        ".metadata.name",
+    ),
+]
+
+
 def openapi_schema() -> Schema:
     """The openAPIV3Schema of the Database CRD."""
     spec = _schema_of(DatabaseSpec)
@@ -92,10 +121,12 @@ def openapi_schema() -> Schema:
     return {
         "type": "object",
         "description": "A Database run by database-operator.",
+        "x-kubernetes-validations": NAME_RULES,
         "properties": {
             "apiVersion": {"type": "string", "description": "APIVersion of the object."},
             "kind": {"type": "string", "description": "Kind of the object."},
-            "metadata": {"type": "object"},
+            # Declaring metadata.name lets the name rules above point at it (fieldPath).
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": spec,
             "status": _schema_of(DatabaseStatus),
         },

@@ -41,6 +41,11 @@ Quantity = Annotated[
 TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 #: A DNS-1123 subdomain: what Kubernetes accepts as an object name.
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+#: A Database's name becomes its Service's name, a DNS-1035 label: a letter first, then
+#: lowercase letters, digits and '-', no dots, a letter or digit last, at most 63 characters.
+#: Stricter than a custom resource's own name rule, so the schema checks it at admission.
+DATABASE_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+DATABASE_NAME_MAX_LENGTH = 63
 
 
 def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, JsonValue]:
@@ -101,13 +106,18 @@ class Storage(_Model):
         description="Size of the volume, a quantity such as 10Gi. May grow, never shrink.",
         json_schema_extra={
             "x-kubernetes-validations": [
-                cel("isQuantity(string(self))", "storage.size must be a quantity such as 10Gi")
+                cel(
+                    "isQuantity(string(self))"
+                    " && quantity(string(self)).isGreaterThan(quantity('0'))",
+                    "storage.size must be a quantity above zero, such as 10Gi",
+                )
             ]
         },
     )
     storage_class_name: str | None = Field(
         default=None,
         max_length=253,
+        pattern=NAME_PATTERN,
         description="StorageClass of the volume; empty uses the cluster default. "
         "Immutable once set.",
     )

@@ -14,12 +14,13 @@ from __future__ import annotations
 from database_operator.api.models import Database
 from database_operator.desired.common import (
     CREDENTIALS_ANNOTATION,
+    CREDENTIALS_CHECKSUM_ANNOTATION,
     DATA_VOLUME,
     MANAGED_BY,
-    Manifest,
     controlled_owner_references,
     credentials_secret_name,
     endpoint,
+    generated_secret_name,
     labels,
     owner_reference,
     pvc_name,
@@ -30,6 +31,7 @@ from database_operator.desired.common import (
     selector_string,
 )
 from database_operator.desired.credentials import (
+    credentials_checksum,
     generate_password,
     missing_credentials_keys,
     secret,
@@ -37,25 +39,31 @@ from database_operator.desired.credentials import (
 from database_operator.desired.network import service
 from database_operator.desired.storage import pvc
 from database_operator.desired.workload import deployment, image
+from database_operator.manifest import Manifest
 
 
-def children(db: Database) -> list[Manifest]:
+def children(db: Database, credentials_checksum: str | None = None) -> list[Manifest]:
     """The children every reconcile applies: Deployment, Service, and the PVC with storage."""
     claim = pvc(db)
-    return [deployment(db), service(db)] + ([claim] if claim is not None else [])
+    return [deployment(db, credentials_checksum), service(db)] + (
+        [claim] if claim is not None else []
+    )
 
 
 __all__ = [
     "CREDENTIALS_ANNOTATION",
+    "CREDENTIALS_CHECKSUM_ANNOTATION",
     "DATA_VOLUME",
     "MANAGED_BY",
     "Manifest",
     "children",
     "controlled_owner_references",
+    "credentials_checksum",
     "credentials_secret_name",
     "deployment",
     "endpoint",
     "generate_password",
+    "generated_secret_name",
     "image",
     "labels",
     "missing_credentials_keys",

@@ -7,18 +7,18 @@ about, say, which port a Database listens on.
 
 from __future__ import annotations
 
-from typing import Any
-
 from database_operator.api.models import GROUP, KIND, VERSION, Database, DeletionPolicy
 from database_operator.engines import EngineFacts, facts
-
-#: A Kubernetes object as plain JSON-ready data (camelCase keys), ready for server-side apply.
-Manifest = dict[str, Any]
+from database_operator.manifest import Manifest
+from database_operator.ownership import CREATED_FOR
 
 MANAGED_BY = "database-operator"
 COMPONENT = "database"
 #: Pod-template annotation naming the credentials Secret (the name only, never a value).
 CREDENTIALS_ANNOTATION = f"{GROUP}/credentials-secret"
+#: Pod-template annotation with a checksum of the credentials the pods read: a changed Secret
+#: changes it, and so rolls the pods onto the new values.
+CREDENTIALS_CHECKSUM_ANNOTATION = f"{GROUP}/credentials-checksum"
 #: Name of the pod volume that holds the engine's data (a PVC or an emptyDir).
 DATA_VOLUME = "data"
 
@@ -52,11 +52,16 @@ def endpoint(db: Database) -> str:
     return f"{db.name}.{db.namespace}.svc:{resolved_port(db)}"
 
 
+def generated_secret_name(db: Database) -> str:
+    """The name of the Secret the operator generates when the spec names none."""
+    return f"{db.name}-credentials"
+
+
 def credentials_secret_name(db: Database) -> str:
     """The Secret the pods read credentials from: the user's, else the generated one."""
     if db.spec.credentials_secret_ref is not None:
         return db.spec.credentials_secret_ref.name
-    return f"{db.name}-credentials"
+    return generated_secret_name(db)
 
 
 def pvc_name(db: Database) -> str:
@@ -128,8 +133,18 @@ def controlled_owner_references(db: Database) -> list[Manifest]:
 
 
 def object_meta(db: Database, name: str, owner_references: list[Manifest]) -> Manifest:
-    """metadata of a child: name, namespace, labels and owner references (if any)."""
+    """metadata of a child that lives and dies with the Database: name, namespace, labels and
+    owner references (if any)."""
     meta: Manifest = {"name": name, "namespace": db.namespace, "labels": labels(db)}
     if owner_references:
         meta["ownerReferences"] = owner_references
+    return meta
+
+
+def kept_object_meta(db: Database, name: str) -> Manifest:
+    """metadata of a child that may outlive the Database (generated Secret, PVC): marked as
+    created for it, so that the operator can tell it from a namesake it must not touch, and
+    owned by it only with deletionPolicy Delete."""
+    meta = object_meta(db, name, retained_owner_references(db))
+    meta["annotations"] = {CREATED_FOR: db.name}
     return meta

@@ -7,18 +7,18 @@ password lives only in this Secret's data and reaches the container through secr
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
 import string
 from collections.abc import Mapping
 
 from database_operator.api.models import Database
 from database_operator.desired.common import (
-    Manifest,
     credentials_secret_name,
     engine_facts,
-    object_meta,
-    retained_owner_references,
+    kept_object_meta,
 )
+from database_operator.manifest import Manifest
 
 PASSWORD_LENGTH = 32
 #: Letters and digits only: safe in URLs, connection strings and the probes' shell commands.
@@ -57,7 +57,7 @@ def secret(db: Database, password: str) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": object_meta(db, credentials_secret_name(db), retained_owner_references(db)),
+        "metadata": kept_object_meta(db, credentials_secret_name(db)),
         "type": "Opaque",
         "data": {key: _b64(value) for key, value in _secret_values(db, password).items()},
     }
@@ -70,3 +70,18 @@ def missing_credentials_keys(db: Database, secret_data: Mapping[str, object] | N
     """
     present = secret_data or {}
     return [key for key in engine_facts(db).secret_keys if not present.get(key)]
+
+
+def credentials_checksum(db: Database, secret_data: Mapping[str, object] | None) -> str:
+    """A checksum of the values the pods read from the credentials Secret (its ``data``).
+
+    It goes into the pod template, so a changed Secret (regenerated, or a user's edited) rolls
+    the pods. Salted with the Secret's namespace and name and never logged; it is still a hash
+    of the password that anyone who can read the Deployment can test guesses against, which is
+    why generated passwords are long and random (docs/operations.md).
+    """
+    digest = hashlib.sha256(f"{db.namespace}/{credentials_secret_name(db)}".encode())
+    data = secret_data or {}
+    for key in sorted(set(engine_facts(db).secret_env.values())):
+        digest.update(b"\0" + key.encode() + b"=" + str(data.get(key, "")).encode())
+    return digest.hexdigest()[:32]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from database_operator.api.models import Database
 from database_operator.desired.common import (
-    Manifest,
     controlled_owner_references,
     engine_name,
     object_meta,
     resolved_port,
     selector_labels,
 )
+from database_operator.manifest import Manifest
 
 
 def service(db: Database) -> Manifest:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from database_operator.api.models import Database
 from database_operator.desired.common import (
-    Manifest,
-    object_meta,
+    kept_object_meta,
     pvc_name,
-    retained_owner_references,
 )
+from database_operator.manifest import Manifest
 
 
 def pvc(db: Database) -> Manifest | None:
@@ -29,6 +28,6 @@ def pvc(db: Database) -> Manifest | None:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": object_meta(db, pvc_name(db), retained_owner_references(db)),
+        "metadata": kept_object_meta(db, pvc_name(db)),
         "spec": spec,
     }

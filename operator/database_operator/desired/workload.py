@@ -9,8 +9,8 @@ from __future__ import annotations
 from database_operator.api.models import Database
 from database_operator.desired.common import (
     CREDENTIALS_ANNOTATION,
+    CREDENTIALS_CHECKSUM_ANNOTATION,
     DATA_VOLUME,
-    Manifest,
     controlled_owner_references,
     credentials_secret_name,
     engine_facts,
@@ -21,6 +21,7 @@ from database_operator.desired.common import (
     resolved_version,
     selector_labels,
 )
+from database_operator.manifest import Manifest
 
 
 def image(db: Database) -> str:
@@ -120,13 +121,17 @@ def container(db: Database) -> Manifest:
     return spec
 
 
-def pod_template(db: Database) -> Manifest:
-    """The pod: labelled, hardened, one container, one data volume."""
+def pod_template(db: Database, credentials_checksum: str | None = None) -> Manifest:
+    """The pod: labelled, hardened, one container, one data volume.
+
+    ``credentials_checksum`` (see desired.credentials_checksum) rolls the pods when the
+    credentials change; None leaves it out (an offline render has no Secret to read).
+    """
+    annotations = {CREDENTIALS_ANNOTATION: credentials_secret_name(db)}
+    if credentials_checksum:
+        annotations[CREDENTIALS_CHECKSUM_ANNOTATION] = credentials_checksum
     return {
-        "metadata": {
-            "labels": labels(db),
-            "annotations": {CREDENTIALS_ANNOTATION: credentials_secret_name(db)},
-        },
+        "metadata": {"labels": labels(db), "annotations": annotations},
         "spec": {
             # A database needs no API access.
             "automountServiceAccountToken": False,
@@ -140,7 +145,7 @@ def pod_template(db: Database) -> Manifest:
     }
 
 
-def deployment(db: Database) -> Manifest:
+def deployment(db: Database, credentials_checksum: str | None = None) -> Manifest:
     """The Deployment ``<name>``, controlled by the Database."""
     return {
         "apiVersion": "apps/v1",
@@ -150,6 +155,6 @@ def deployment(db: Database) -> Manifest:
             "replicas": db.spec.replicas,
             "selector": {"matchLabels": selector_labels(db)},
             "strategy": strategy(db),
-            "template": pod_template(db),
+            "template": pod_template(db, credentials_checksum),
         },
     }

@@ -1,0 +1,98 @@
+"""The work queue: coalescing, one worker per key, one schedule slot per key, capped backoff."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from database_operator.workqueue import WorkQueue
+from tests.aio import synchronously
+
+
+async def drain(queue: WorkQueue[str]) -> list[tuple[str, str]]:
+    """Take every key that is ready now (marking each done)."""
+    taken = []
+    while len(queue):
+        item = await queue.get()
+        assert item is not None
+        taken.append(item)
+        queue.done(item[0])
+    return taken
+
+
+@synchronously
+async def test_a_burst_of_adds_is_one_item_with_its_first_trigger() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for trigger in ("create", "Deployment", "Service", "update"):
+        queue.add("ns/db", trigger)
+    queue.add("ns/other", "create")
+    assert await drain(queue) == [("ns/db", "create"), ("ns/other", "create")]
+
+
+@synchronously
+async def test_a_key_added_while_processed_comes_back_once_done() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("k", "create")
+    item = await queue.get()
+    assert item == ("k", "create")
+    queue.add("k", "Deployment")
+    queue.add("k", "Service")
+    assert len(queue) == 0, "never handed to a second worker while in progress"
+    queue.done("k")
+    assert await drain(queue) == [("k", "Deployment")]
+
+
+@synchronously
+async def test_scheduling_again_replaces_the_slot() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.schedule("k", 0.05, "resync")
+    queue.schedule("k", 0.2, "resync")  # the reconcile that ran meanwhile pushed it back
+    item = await asyncio.wait_for(queue.get(), 1)
+    assert item == ("k", "resync")
+    queue.done("k")
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(queue.get(), 0.3)
+
+
+@synchronously
+async def test_scheduled_keys_come_in_deadline_order() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.schedule("late", 0.1, "resync")
+    queue.schedule("soon", 0.02, "retry")
+    first = await asyncio.wait_for(queue.get(), 1)
+    second = await asyncio.wait_for(queue.get(), 1)
+    assert [first, second] == [("soon", "retry"), ("late", "resync")]
+
+
+@synchronously
+async def test_backoff_doubles_to_a_cap_and_never_gives_up() -> None:
+    queue: WorkQueue[str] = WorkQueue(base_delay=0.5, max_delay=60)
+    delays = [queue.backoff("k")[0] for _ in range(12)]
+    assert delays[:4] == [0.5, 1, 2, 4]
+    assert delays[-1] == 60
+    assert queue.failures("k") == 12
+    queue.forget("k")
+    assert queue.backoff("k") == (0.5, 1)
+
+
+@synchronously
+async def test_a_discarded_key_is_forgotten() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("k", "create")
+    queue.schedule("k", 0.01, "resync")
+    queue.backoff("k")
+    queue.discard("k")
+    assert len(queue) == 0
+    assert queue.failures("k") == 0
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(queue.get(), 0.1)
+
+
+@synchronously
+async def test_shutting_down_wakes_every_worker() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    workers = [asyncio.create_task(queue.get()) for _ in range(3)]
+    await asyncio.sleep(0)
+    queue.shut_down()
+    assert await asyncio.gather(*workers) == [None, None, None]
