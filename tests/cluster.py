@@ -64,6 +64,30 @@ class Cluster:
         finally:
             self.core.delete_namespace(name)
 
+    # --- objects of the user's own -------------------------------------------------------------
+
+    def create_secret(
+        self, namespace: str, name: str, values: dict[str, str], **meta: Any
+    ) -> client.V1Secret:
+        """A Secret made by the user (not the operator), from plain ``values``."""
+        return self.core.create_namespaced_secret(
+            namespace,
+            client.V1Secret(metadata=client.V1ObjectMeta(name=name, **meta), string_data=values),
+        )
+
+    def create_claim(self, namespace: str, name: str) -> client.V1PersistentVolumeClaim:
+        """A 1Gi PersistentVolumeClaim made by the user (not the operator)."""
+        return self.core.create_namespaced_persistent_volume_claim(
+            namespace,
+            client.V1PersistentVolumeClaim(
+                metadata=client.V1ObjectMeta(name=name),
+                spec=client.V1PersistentVolumeClaimSpec(
+                    access_modes=["ReadWriteOnce"],
+                    resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}),
+                ),
+            ),
+        )
+
     # --- Databases --------------------------------------------------------------------------
 
     def create_db(self, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +105,18 @@ class Cluster:
         return self.custom.get_namespaced_custom_object(  # type: ignore[no-any-return]
             GROUP, VERSION, namespace, PLURAL, name
         )
+
+    def delete_db(self, namespace: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+    def db_gone(self, namespace: str, name: str) -> bool:
+        try:
+            self.get_db(namespace, name)
+        except client.ApiException as error:
+            if error.status == 404:
+                return True
+            raise
+        return False
 
     def patch_db(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self.custom.patch_namespaced_custom_object(  # type: ignore[no-any-return]
@@ -167,9 +203,9 @@ OPERATOR_RESOURCES = {
 }
 
 
-def write_requests(cluster: Cluster) -> dict[str, float]:
-    """Write requests the API server has served so far, by "VERB resource[/subresource]", read
-    from its own `apiserver_request_total` counter: a count no client can fudge."""
+def api_requests(cluster: Cluster) -> list[tuple[dict[str, str], float]]:
+    """Every series of kube-apiserver's own `apiserver_request_total` counter, as (labels,
+    count): a count no client can fudge."""
     response = cluster.api.call_api(
         "/metrics",
         "GET",
@@ -177,7 +213,7 @@ def write_requests(cluster: Cluster) -> dict[str, float]:
         _preload_content=False,
         _return_http_data_only=True,
     )
-    counts: dict[str, float] = {}
+    series = []
     for line in response.data.decode().splitlines():
         if not line.startswith("apiserver_request_total{"):
             continue
@@ -185,9 +221,36 @@ def write_requests(cluster: Cluster) -> dict[str, float]:
         labels = dict(
             part.split("=", 1) for part in labels_text.replace('"', "").split(",") if "=" in part
         )
-        if labels.get("verb") in WRITE_VERBS and labels.get("resource") in OPERATOR_RESOURCES:
-            key = f"{labels['verb']} {labels['resource']}"
-            if labels.get("subresource"):
-                key += f"/{labels['subresource']}"
-            counts[key] = counts.get(key, 0.0) + float(value)
+        series.append((labels, float(value)))
+    return series
+
+
+def write_requests(cluster: Cluster, successful_only: bool = False) -> dict[str, float]:
+    """Write requests the API server has served so far to what the operator writes, by
+    "VERB resource[/subresource]"; ``successful_only``: only those answered 2xx."""
+    counts: dict[str, float] = {}
+    for labels, value in api_requests(cluster):
+        if (
+            labels.get("verb") not in WRITE_VERBS
+            or labels.get("resource") not in OPERATOR_RESOURCES
+        ):
+            continue
+        if successful_only and not labels.get("code", "").startswith("2"):
+            continue
+        key = f"{labels['verb']} {labels['resource']}"
+        if labels.get("subresource"):
+            key += f"/{labels['subresource']}"
+        counts[key] = counts.get(key, 0.0) + value
     return counts
+
+
+def request_counts(cluster: Cluster, verb: str, resource: str, code: str | None = None) -> float:
+    """How many ``verb`` requests on ``resource`` the API server has answered (with ``code``)."""
+    return sum(
+        value
+        for labels, value in api_requests(cluster)
+        if labels.get("verb") == verb
+        and labels.get("resource") == resource
+        and not labels.get("subresource")
+        and (code is None or labels.get("code") == code)
+    )

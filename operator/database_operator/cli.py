@@ -115,6 +115,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--health-port", help="port of /healthz and /readyz (0: off)")
     run.add_argument("--resync-interval", help="seconds between periodic reconciles")
     run.add_argument(
+        "--retry-max-delay", help="longest wait between attempts at a failing Database (seconds)"
+    )
+    run.add_argument("--workers", help="Databases reconciled at the same time")
+    run.add_argument(
         "--peering",
         action=argparse.BooleanOptionalAction,
         default=None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "DATABASE_OPERATOR_"
@@ -49,6 +49,18 @@ class Settings(BaseSettings):
     resync_interval: float = Field(
         default=60.0, gt=0, description="Seconds between periodic reconciles of each Database."
     )
+    retry_max_delay: float = Field(
+        default=60.0,
+        gt=0,
+        description="Longest wait (seconds) between attempts at a Database whose reconcile "
+        "keeps failing; the wait doubles from 0.5 s up to it, and attempts never stop.",
+    )
+    workers: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description="Databases reconciled at the same time (each Database one at a time).",
+    )
     peering: bool = Field(
         default=False, description="Coordinate several replicas with Kopf peering (HA)."
     )
@@ -76,3 +88,14 @@ class Settings(BaseSettings):
     @classmethod
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _peering_needs_exact_namespaces(self) -> Settings:
+        # Kopf keeps one pause per peering object; the operator follows them (standby.py) and
+        # must know how many there are, which a namespace pattern leaves open.
+        if self.peering and any(set(ns) & set("*?[]!") for ns in self.namespaces):
+            raise ValueError(
+                "peering needs namespaces named exactly (or none, for all): "
+                f"{', '.join(self.namespaces)} has a pattern"
+            )
+        return self

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from database_operator.api.models import GROUP, PLURAL, VERSION
-from database_operator.desired import Manifest
+from database_operator.manifest import Manifest
 
 FIELD_MANAGER = "database-operator"
 
@@ -30,6 +30,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims"),
     "Deployment": ("/apis/apps/v1", "deployments"),
     "Database": (f"/apis/{GROUP}/{VERSION}", PLURAL),
+    "Event": ("/api/v1", "events"),
     # Kopf's peering objects (HA): one per watched namespace, or one for the cluster.
     "KopfPeering": ("/apis/kopf.dev/v1", "kopfpeerings"),
     "ClusterKopfPeering": ("/apis/kopf.dev/v1", "clusterkopfpeerings"),
@@ -37,6 +38,9 @@ RESOURCES: dict[str, tuple[str, str]] = {
 
 #: HTTP statuses worth retrying: conflicts, throttling, and the server's own trouble.
 RETRYABLE = {409, 429, 500, 502, 503, 504}
+#: HTTP statuses that refuse what we sent (invalid, or forbidden by admission): the same request
+#: fails again until the spec or the cluster changes.
+REFUSED = {400, 403, 422}
 
 
 @dataclass
@@ -57,6 +61,12 @@ class ApiError(Exception):
         """Worth trying again later: no answer, a conflict, throttling, a server error, or an
         authorization problem an administrator may fix (RBAC applied after the operator)."""
         return self.status in RETRYABLE or self.status in (0, 401, 403)
+
+    @property
+    def refused(self) -> bool:
+        """The server refused the content of a write (422 invalid, 400 malformed, 403 denied by
+        admission or RBAC): reported on the Database, tried again at the next resync."""
+        return self.status in REFUSED
 
 
 def _api_error(error: Exception, verb: str, path: str) -> ApiError:
@@ -162,15 +172,17 @@ class Kube:
 
     # --- writes ---------------------------------------------------------------------------------
 
-    async def apply(self, manifest: Manifest) -> Manifest:
-        """Server-side apply under our field manager: we own the fields we send, nothing else."""
+    async def apply(self, manifest: Manifest, dry_run: bool = False) -> Manifest:
+        """Server-side apply under our field manager: we own the fields we send, nothing else.
+        ``dry_run``: the API server answers with what it would store, and stores nothing."""
         meta = manifest["metadata"]
+        query = [("fieldManager", self.field_manager), ("force", "true")]
         return await self._acall(
             "PATCH",
             self.path(manifest["kind"], meta["namespace"], meta["name"]),
             body=manifest,
             content_type="application/apply-patch+yaml",
-            query=[("fieldManager", self.field_manager), ("force", "true")],
+            query=query + ([("dryRun", "All")] if dry_run else []),
         )
 
     async def create(self, manifest: Manifest, exist_ok: bool = False) -> Manifest | None:
@@ -199,6 +211,30 @@ class Kube:
             content_type="application/merge-patch+json",
             query=[("fieldManager", self.field_manager)],
         )
+
+    async def json_patch(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        operations: list[Manifest],
+        missing_ok: bool = False,
+    ) -> Manifest:
+        """A JSON patch (RFC 6902); its ``test`` operations make it all-or-nothing (422).
+        With ``missing_ok`` an absent object is no error (returns {})."""
+        try:
+            return await self._acall(
+                "PATCH",
+                self.path(kind, namespace, name),
+                body=operations,
+                content_type="application/json-patch+json",
+                query=[("fieldManager", self.field_manager)],
+                expected=(404,) if missing_ok else (),
+            )
+        except ApiError as error:
+            if missing_ok and error.status == 404:
+                return {}
+            raise
 
     async def patch_status(self, namespace: str, name: str, status: Manifest) -> Manifest:
         """Merge-patch the Database's status through the status subresource."""

@@ -39,10 +39,10 @@ def _object_ref(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
 
 
 class _RoutineSuccess(logging.Filter):
-    """Kopf logs every successful timer tick and child event at INFO; those are routine (our
-    own "reconciled" line says what happened), so they show only at DEBUG."""
+    """Kopf logs every watch event it hands to a handler at INFO; those are routine (our own
+    "reconciled" line says what happened), so they show only at DEBUG."""
 
-    ROUTINE = ("Timer 'resync' succeeded", "Handler 'watch-")
+    ROUTINE = ("Handler 'databases'", "Handler 'watch-")
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name != "kopf.objects" or record.levelno != logging.INFO:

@@ -1,8 +1,10 @@
-"""One idempotent reconcile: make a Database's children match its spec, then write its status.
+"""One idempotent reconcile: make a Database's children match its spec, then write its status;
+and the end of a Database's life: finalize, then let it go.
 
-The same function serves create, update, resume, the periodic resync and changes of owned
-children. It reads what exists, writes only what differs (so the steady state costs no write),
-and reports what it did so the caller can count it and log it.
+Ownership comes before action: every child is read first, and if any object by a child's name
+is not the Database's own (see ownership.py) nothing at all is written but the status, which
+says what clashes. Only a missing or differing child is written, so the steady state costs no
+write. What a reconcile did is returned for the caller to count, log and cache.
 """
 
 from __future__ import annotations
@@ -13,18 +15,26 @@ from datetime import UTC, datetime
 from typing import Any
 
 from database_operator import desired
-from database_operator.api.models import Database, DatabaseStatus, DeletionPolicy, Phase
-from database_operator.compare import needs_write, owner_refs_to
-from database_operator.desired import Manifest
+from database_operator.api.models import KIND, Database, DatabaseStatus, DeletionPolicy, Phase
+from database_operator.compare import list_takebacks, needs_write, owner_refs_to
 from database_operator.kube import ApiError, Kube
+from database_operator.manifest import Manifest
+from database_operator.ownership import CREATED_FOR, Conflict, conflict, conflict_message, is_ours
 from database_operator.status import Outcome, compute_status
 
 #: Posts a Kubernetes Event on the Database: (type "Normal"/"Warning", reason, message).
 EventSink = Callable[[str, str, str], None]
+#: The operator's finalizer on every Database: the data-bearing children are dealt with (kept or
+#: deleted, as deletionPolicy says) before the Database goes. The name Kopf used for it before.
+FINALIZER = "databases.example.com/finalizer"
 
 
 def _no_events(_type: str, _reason: str, _message: str) -> None:
     return None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -38,11 +48,22 @@ class Result:
     corrected: list[str] = field(default_factory=list)
     #: Kinds of the children written although the spec had not changed: drift put back.
     drift: list[str] = field(default_factory=list)
-    status_written: bool = False
+    #: Kinds whose lists were taken back from another field manager.
+    taken_back: list[str] = field(default_factory=list)
+    #: The Database as our status write returned it (None: the status did not change).
+    body: Manifest | None = None
+    #: The Database turned out to be gone (or replaced): nothing was done.
+    gone: bool = False
+
+    @property
+    def status_written(self) -> bool:
+        return self.body is not None
 
     @property
     def result(self) -> str:
-        """'failed' for a spec that cannot be acted on, 'paused', or 'success'."""
+        """'failed' for a spec that cannot be acted on, 'paused', 'gone', or 'success'."""
+        if self.gone:
+            return "gone"
         if self.outcome.failure_reason:
             return "failed"
         return "paused" if self.outcome.paused else "success"
@@ -56,35 +77,91 @@ class Failure:
     message: str
 
 
+@dataclass
+class Observed:
+    """The credentials Secret and the children as the API server has them (None: absent), read
+    once per reconcile."""
+
+    credentials: Manifest | None
+    children: dict[str, Manifest | None]
+    #: The credentials Secret is the operator's own (generated), not the user's: a child.
+    generated: bool
+
+    def named_like_children(self) -> list[Manifest]:
+        """What exists under a child's name: each must be the Database's own. A user's Secret
+        (spec.credentialsSecretRef) is read, never written, so it is not among them."""
+        found = [self.credentials if self.generated else None, *self.children.values()]
+        return [obj for obj in found if obj is not None]
+
+
 async def reconcile(
     kube: Kube,
     body: Mapping[str, Any],
     events: EventSink = _no_events,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    now: Callable[[], datetime] = _now,
+    *,
+    confirmed: bool = False,
 ) -> Result:
     """Bring one Database's children to the desired state and write its status when it changed.
 
+    ``confirmed``: ``body`` came from the API server just now (not from a cache that may hold a
+    Database deleted meanwhile); else it is re-read before anything is created.
     Raises ApiError for API failures (the caller decides whether to retry).
     """
     db = Database.model_validate(dict(body))
     result = Result(status=db.status, outcome=Outcome())
+    observed = await _observe(kube, db)
+    conflicts = [found for obj in observed.named_like_children() if (found := conflict(obj, db))]
+    deployment = observed.children["Deployment"]
     failure: Failure | None = None
-    deployment: Manifest | None
 
-    if db.spec.paused:
+    if conflicts:
+        failure = Failure("ChildNameConflict", conflict_message(conflicts))
+        deployment = None if _is_conflicting(deployment, conflicts) else deployment
+    elif db.spec.paused:
         result.outcome = Outcome(paused=True)
-        deployment = await kube.get("Deployment", db.namespace, db.name)
     else:
-        failure = await _ensure_credentials(kube, db, result, events)
+        if not confirmed and _creates_something(db, observed):
+            fresh = await kube.get(KIND, db.namespace, db.name)
+            if fresh is None or fresh["metadata"].get("uid") != db.metadata.get("uid"):
+                result.gone = True
+                return result
+        checksum, failure = await _ensure_credentials(kube, db, observed, result)
         if failure is None:
-            deployment, failure = await _ensure_children(kube, db, result, events)
-        else:
-            deployment = await kube.get("Deployment", db.namespace, db.name)
-        if failure is not None:
-            result.outcome = Outcome(failure_reason=failure.reason, failure_message=failure.message)
+            deployment, failure = await _ensure_children(kube, db, observed, checksum, result)
+        if result.created:
+            events("Normal", "Created", f"created {', '.join(result.created)}")
+    if failure is not None:
+        result.outcome = Outcome(failure_reason=failure.reason, failure_message=failure.message)
 
-    await write_status(kube, db, deployment=deployment, result=result, events=events, now=now())
+    result.status, result.body = await write_status(
+        kube, db, deployment=deployment, outcome=result.outcome, events=events, now=now()
+    )
     return result
+
+
+def _is_conflicting(obj: Manifest | None, conflicts: list[Conflict]) -> bool:
+    return obj is not None and any(
+        (c.kind, c.name) == (obj.get("kind"), obj["metadata"].get("name")) for c in conflicts
+    )
+
+
+def _creates_something(db: Database, observed: Observed) -> bool:
+    return (observed.generated and observed.credentials is None) or any(
+        obj is None for obj in observed.children.values()
+    )
+
+
+async def _observe(kube: Kube, db: Database) -> Observed:
+    """Read the credentials Secret and every child the spec asks for."""
+    found: dict[str, Manifest | None] = {}
+    secret_name = desired.credentials_secret_name(db)
+    for kind, name in [("Secret", secret_name)] + [
+        (manifest["kind"], manifest["metadata"]["name"]) for manifest in desired.children(db)
+    ]:
+        found[kind] = await kube.get(kind, db.namespace, name)
+    credentials = found.pop("Secret")
+    return Observed(credentials, found, generated=db.spec.credentials_secret_ref is None)
 
 
 async def write_status(
@@ -92,72 +169,87 @@ async def write_status(
     db: Database,
     *,
     deployment: Manifest | None,
-    result: Result,
+    outcome: Outcome,
     events: EventSink,
     now: datetime,
-) -> None:
-    """Compute the new status; patch it through /status only when it differs from the stored one."""
-    new = compute_status(db, deployment, db.status, result.outcome, now)
-    result.status = new
+) -> tuple[DatabaseStatus, Manifest | None]:
+    """Compute the new status; patch it through /status only when it differs from the stored
+    one. Returns the new status and the Database as the patch returned it (None: not written)."""
+    new = compute_status(db, deployment, db.status, outcome, now)
     old_wire, new_wire = db.status.to_wire(), new.to_wire()
     if old_wire == new_wire:
-        return
+        return new, None
     # A merge patch: fields that disappeared are sent as null so they are removed.
     patch: dict[str, Any] = {key: None for key in old_wire if key not in new_wire}
     patch.update(new_wire)
-    await kube.patch_status(db.namespace, db.name, patch)
-    result.status_written = True
+    written = await kube.patch_status(db.namespace, db.name, patch)
     if new.phase != db.status.phase:
         if new.phase is Phase.FAILED:
-            events(
-                "Warning", result.outcome.failure_reason or "Failed", result.outcome.failure_message
-            )
+            events("Warning", outcome.failure_reason or "Failed", outcome.failure_message)
         else:
             events(
                 "Normal", f"Phase{new.phase}", f"phase {db.status.phase or 'None'} -> {new.phase}"
             )
+    return new, written
 
 
 async def _ensure_credentials(
-    kube: Kube, db: Database, result: Result, events: EventSink
-) -> Failure | None:
-    """The credentials Secret exists and holds the engine's keys; generated once if ours."""
+    kube: Kube, db: Database, observed: Observed, result: Result
+) -> tuple[str | None, Failure | None]:
+    """The credentials Secret exists and holds the engine's keys; generated once if ours.
+    Returns the checksum of what the pods read from it."""
     name = desired.credentials_secret_name(db)
-    observed = await kube.get("Secret", db.namespace, name)
-    if db.spec.credentials_secret_ref is not None:
-        if observed is None:
-            return Failure(
+    secret = observed.credentials
+    if not observed.generated:
+        if secret is None:
+            return None, Failure(
                 "CredentialsSecretNotFound",
                 f"Secret {name!r} named by spec.credentialsSecretRef does not exist in namespace "
                 f"{db.namespace!r}",
             )
-    elif observed is None:
+    elif secret is None:
         # A volume that outlived its Secret was initialised with the lost password: a new one
         # would lock the engine out of its own data.
-        if db.spec.storage and await kube.get(
-            "PersistentVolumeClaim", db.namespace, desired.pvc_name(db)
-        ):
-            return Failure(
+        claim = observed.children.get("PersistentVolumeClaim")
+        if claim is not None:
+            return None, Failure(
                 "CredentialsSecretLost",
                 f"Secret {name!r} is gone but PersistentVolumeClaim {desired.pvc_name(db)!r} holds "
-                "data initialised with its password: restore the Secret (or delete the claim to "
-                "start afresh)",
+                "data initialised with its password: restore the Secret from a backup, with its "
+                f"annotation {CREATED_FOR}={db.name} (or delete the claim to start afresh)",
             )
-        # Created once, with a fresh password; never re-applied, so never regenerated.
-        await kube.create(desired.secret(db, desired.generate_password()))
+        secret, failure = await _generate_secret(kube, db)
+        if failure is not None:
+            return None, failure
         result.created.append("Secret")
-        events("Normal", "Created", f"created Secret {name} with generated credentials")
-        return None
     else:
-        await _ensure_secret_ownership(kube, db, observed, result)
+        await _ensure_secret_ownership(kube, db, secret, result)
 
-    missing = desired.missing_credentials_keys(db, observed.get("data"))
+    data = (secret or {}).get("data")
+    missing = desired.missing_credentials_keys(db, data)
     if missing:
-        return Failure(
+        return None, Failure(
             "CredentialsSecretInvalid",
             f"Secret {name!r} lacks the key(s) {', '.join(missing)} that {db.spec.engine} needs",
         )
-    return None
+    return desired.credentials_checksum(db, data), None
+
+
+async def _generate_secret(kube: Kube, db: Database) -> tuple[Manifest | None, Failure | None]:
+    """Create the Secret with a fresh password. Created once and never re-applied, so never
+    regenerated; if it turns out to exist (an earlier create whose answer was lost, or a
+    namesake made meanwhile) the existing one is used only if it is ours."""
+    manifest = desired.secret(db, desired.generate_password())
+    created = await kube.create(manifest, exist_ok=True)
+    if created is not None:
+        return created, None
+    existing = await kube.get("Secret", db.namespace, manifest["metadata"]["name"])
+    if existing is None:
+        raise ApiError(409, "Conflict", "the Secret was created and deleted meanwhile", "POST", "")
+    found = conflict(existing, db)
+    if found is not None:
+        return None, Failure("ChildNameConflict", conflict_message([found]))
+    return existing, None
 
 
 async def _ensure_secret_ownership(
@@ -172,83 +264,203 @@ async def _ensure_secret_ownership(
     labels = desired.labels(db)
     if not needs_write(observed, {"metadata": {"labels": labels, "ownerReferences": wanted}}, uid):
         return
-    meta = observed["metadata"]
-    others = [ref for ref in meta.get("ownerReferences") or [] if ref.get("uid") != uid]
-    await kube.merge_patch(
-        "Secret",
-        db.namespace,
-        meta["name"],
-        {"metadata": {"labels": labels, "ownerReferences": others + wanted}},
-    )
+    await _set_owner_references(kube, db, observed, wanted, labels)
     result.corrected.append("Secret")
 
 
-#: Answers of the API server that reject what we sent: retrying the same object cannot help.
-REJECTED = {400, 403, 422}
+async def _set_owner_references(
+    kube: Kube,
+    db: Database,
+    observed: Manifest,
+    wanted: list[Manifest],
+    labels: dict[str, str] | None = None,
+) -> None:
+    """Our owner references on ``observed`` become ``wanted``; other owners' stay."""
+    uid = str(db.metadata.get("uid", ""))
+    meta = observed["metadata"]
+    others = [ref for ref in meta.get("ownerReferences") or [] if ref.get("uid") != uid]
+    patch: Manifest = {"ownerReferences": others + wanted}
+    if labels is not None:
+        patch["labels"] = labels
+    await kube.merge_patch(observed["kind"], db.namespace, meta["name"], {"metadata": patch})
 
 
 async def _ensure_children(
-    kube: Kube, db: Database, result: Result, events: EventSink
+    kube: Kube, db: Database, observed: Observed, checksum: str | None, result: Result
 ) -> tuple[Manifest | None, Failure | None]:
-    """Apply each child that is missing or differs; return the Deployment as it now is, and the
+    """Write each child that is missing or differs; return the Deployment as it now is, and the
     first child the API server refused (e.g. a PVC whose StorageClass cannot expand)."""
     uid = str(db.metadata.get("uid", ""))
     deployment: Manifest | None = None
     failure: Failure | None = None
-    for manifest in desired.children(db):
-        kind, name = manifest["kind"], manifest["metadata"]["name"]
-        observed = await kube.get(kind, db.namespace, name)
-        if needs_write(observed, manifest, uid):
+    for manifest in desired.children(db, checksum):
+        kind = manifest["kind"]
+        current = observed.children[kind]
+        if needs_write(current, manifest, uid):
             try:
-                applied = await kube.apply(manifest)
+                current = await _write_child(kube, current, manifest, uid, result)
             except ApiError as error:
-                if error.status not in REJECTED:
+                if not error.refused:
                     raise
                 failure = failure or Failure(
                     f"{kind}Rejected",
-                    f"the API server rejected {kind} {name}: {error.message}",
+                    f"the API server rejected {kind} {manifest['metadata']['name']}: "
+                    f"{error.message}",
                 )
                 continue
-            if observed is None:
+            spec_unchanged = db.status.observed_generation == db.metadata.get("generation")
+            if observed.children[kind] is None:
                 result.created.append(kind)
-                events("Normal", "Created", f"created {kind} {name}")
             else:
                 result.corrected.append(kind)
-            if db.status.observed_generation == db.metadata.get("generation"):
+            if spec_unchanged:
                 result.drift.append(kind)
-            observed = applied
         if kind == "Deployment":
-            deployment = observed
+            deployment = current
     return deployment, failure
 
 
-async def finalize(
-    kube: Kube, body: Mapping[str, Any], events: EventSink = _no_events
-) -> list[str]:
-    """The Database is being deleted: say so in status, and with deletionPolicy Delete remove
-    the PVC and the generated Secret — only if they carry our owner reference, so data the
-    operator did not create is never deleted. Deployment and Service go with their owner
-    reference (garbage collector). Returns the kinds deleted here.
-    """
-    db = Database.model_validate(dict(body))
-    result = Result(status=db.status, outcome=Outcome(deleting=True))
-    deployment = await kube.get("Deployment", db.namespace, db.name)
-    await write_status(
-        kube, db, deployment=deployment, result=result, events=events, now=datetime.now(UTC)
+class ChildNotConvergedError(ApiError):
+    """A child still differs after being written: our comparison and the API server disagree."""
+
+
+async def _write_child(
+    kube: Kube, observed: Manifest | None, manifest: Manifest, uid: str, result: Result
+) -> Manifest:
+    """Server-side apply ``manifest``; when another field manager's list elements survive the
+    apply (or make it invalid), take those lists back and apply again. Raises ApiError, with
+    ``refused`` when the API server will not take our spec at all."""
+    try:
+        applied: Manifest | None = await kube.apply(manifest)
+        refusal: ApiError | None = None
+    except ApiError as error:
+        if observed is None or not error.refused:
+            raise
+        applied, refusal = None, error
+    if applied is not None and not needs_write(applied, manifest, uid):
+        return applied
+
+    base = applied or observed
+    assert base is not None  # an apply that created nothing raised above
+    operations = list_takebacks(base, manifest, kube.field_manager)
+    if not operations:
+        if refusal is not None:
+            raise refusal
+        raise ChildNotConvergedError(
+            0, "NotConverged", "still differs after apply", "APPLY", _where(manifest)
+        )
+    taken = await kube.json_patch(
+        manifest["kind"],
+        manifest["metadata"]["namespace"],
+        manifest["metadata"]["name"],
+        [_test_version(base), *operations],
+    )
+    result.taken_back.append(manifest["kind"])
+    final = await kube.apply(manifest) if refusal is not None else taken
+    if needs_write(final, manifest, uid):
+        raise ChildNotConvergedError(
+            0,
+            "NotConverged",
+            "still differs after taking its lists back",
+            "PATCH",
+            _where(manifest),
+        )
+    return final
+
+
+def _test_version(obj: Manifest) -> Manifest:
+    """A JSON-patch test of the resourceVersion: the patch applies to what we looked at, or not
+    at all (422, retried)."""
+    return {
+        "op": "test",
+        "path": "/metadata/resourceVersion",
+        "value": obj["metadata"]["resourceVersion"],
+    }
+
+
+def _where(manifest: Manifest) -> str:
+    meta = manifest["metadata"]
+    return f"{manifest['kind']} {meta['namespace']}/{meta['name']}"
+
+
+# --- the end of a Database's life ---------------------------------------------------------------
+
+
+def has_finalizer(body: Mapping[str, Any]) -> bool:
+    return FINALIZER in (body.get("metadata", {}).get("finalizers") or [])
+
+
+async def add_finalizer(kube: Kube, body: Mapping[str, Any]) -> Manifest:
+    """Add our finalizer; returns the Database as it now is."""
+    meta = body["metadata"]
+    operations: list[Manifest]
+    if meta.get("finalizers"):
+        operations = [{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]
+    else:
+        # Creating the list must not replace one that someone wrote meanwhile.
+        operations = [
+            _test_version(dict(body)),
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]
+    return await kube.json_patch(KIND, meta["namespace"], meta["name"], operations)
+
+
+async def remove_finalizer(kube: Kube, body: Mapping[str, Any]) -> None:
+    """Remove our finalizer: exactly that list element, whatever else changed meanwhile."""
+    meta = body["metadata"]
+    index = (meta.get("finalizers") or []).index(FINALIZER)
+    path = f"/metadata/finalizers/{index}"
+    await kube.json_patch(
+        KIND,
+        meta["namespace"],
+        meta["name"],
+        [{"op": "test", "path": path, "value": FINALIZER}, {"op": "remove", "path": path}],
+        missing_ok=True,
     )
 
-    deleted: list[str] = []
-    if db.spec.deletion_policy is not DeletionPolicy.DELETE:
-        return deleted
+
+async def finalize(
+    kube: Kube,
+    body: Mapping[str, Any],
+    events: EventSink = _no_events,
+    now: Callable[[], datetime] = _now,
+) -> list[str]:
+    """The Database is being deleted: say so in status, then apply deletionPolicy to the
+    children that may outlive it — only those the operator created (ownership.py):
+
+    - Delete: delete them now (their owner reference would let the garbage collector do it too);
+    - Retain: make sure they carry no owner reference to it, so the garbage collector keeps them
+      even if the policy was switched to Retain just before the delete.
+
+    Deployment and Service go with their controller owner reference (garbage collector).
+    Returns what was deleted or released, e.g. ["deleted PersistentVolumeClaim"]. Idempotent:
+    run it again after any failure.
+    """
+    db = Database.model_validate(dict(body))
+    deployment = await kube.get("Deployment", db.namespace, db.name)
+    if deployment is not None and not is_ours(deployment, db):
+        deployment = None
+    await write_status(
+        kube, db, deployment=deployment, outcome=Outcome(deleting=True), events=events, now=now()
+    )
+
+    done: list[str] = []
+    kept = [("PersistentVolumeClaim", desired.pvc_name(db))]
+    generated = desired.generated_secret_name(db)
+    if desired.credentials_secret_name(db) != generated or db.spec.credentials_secret_ref is None:
+        # The Secret the operator generated, even if the spec has named another since; never
+        # the one the spec names.
+        kept.append(("Secret", generated))
     uid = str(db.metadata.get("uid", ""))
-    candidates = [("PersistentVolumeClaim", desired.pvc_name(db))]
-    if db.spec.credentials_secret_ref is None:
-        candidates.append(("Secret", desired.credentials_secret_name(db)))
-    for kind, name in candidates:
+    for kind, name in kept:
         observed = await kube.get(kind, db.namespace, name)
-        if observed is None or not owner_refs_to(observed, uid):
+        if observed is None or not is_ours(observed, db):
             continue
-        if await kube.delete(kind, db.namespace, name, observed["metadata"]["uid"]):
-            deleted.append(kind)
-            events("Normal", "Deleted", f"deleted {kind} {name} (deletionPolicy: Delete)")
-    return deleted
+        if db.spec.deletion_policy is DeletionPolicy.DELETE:
+            if await kube.delete(kind, db.namespace, name, observed["metadata"]["uid"]):
+                done.append(f"deleted {kind}")
+                events("Normal", "Deleted", f"deleted {kind} {name} (deletionPolicy: Delete)")
+        elif owner_refs_to(observed, uid):
+            await _set_owner_references(kube, db, observed, [])
+            done.append(f"kept {kind}")
+    return done

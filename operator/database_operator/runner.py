@@ -13,11 +13,14 @@ import kopf
 
 from database_operator.api.models import GROUP, VERSION
 from database_operator.config import Settings
-from database_operator.handlers import Context, register
+from database_operator.controller import Controller
+from database_operator.events import EventRecorder
+from database_operator.handlers import register
 from database_operator.health import Health
 from database_operator.kube import ApiError, Kube, new_api_client
 from database_operator.logs import get_logger
 from database_operator.metrics import Metrics
+from database_operator.standby import follow_kopf_peering
 
 
 def peering_priority(settings: Settings) -> int:
@@ -70,8 +73,14 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         metrics.api_errors.labels(str(error.status)).inc()
 
     api = new_api_client()
-    ctx = Context(kube=Kube(api, on_error=count_error), settings=settings, metrics=metrics)
-    registry = register(ctx, kopf.OperatorRegistry())
+    kube = Kube(api, on_error=count_error)
+    recorder = EventRecorder(kube)
+    controller = Controller(kube, settings, metrics, recorder.for_object)
+    registry = register(controller, kopf.OperatorRegistry())
+    if settings.peering:
+        follow_kopf_peering(controller.active, len(settings.namespaces) or 1)
+    else:
+        controller.active.set()
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
     health = Health()
@@ -94,22 +103,29 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         loop.add_signal_handler(signum, stopping.set)
 
     async def operate() -> None:
-        if not await wait_for_crds(ctx.kube, settings, stopping):
+        if not await wait_for_crds(kube, settings, stopping):
             return
         # Kopf's own signal handling from here on (with a stop flag of ours it polls, slowly).
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-        await kopf.operator(
-            registry=registry,
-            clusterwide=not settings.namespaces,
-            namespaces=settings.namespaces,
-            # Passing a peering name makes peering mandatory in Kopf: only when asked for.
-            standalone=not settings.peering,
-            peering_name=settings.peering_name if settings.peering else None,
-            priority=priority,
-            stop_flag=stop_flag,
-            ready_flag=health.ready,
-        )
+        workers = asyncio.create_task(controller.run(settings.workers), name="reconcilers")
+        try:
+            await kopf.operator(
+                registry=registry,
+                clusterwide=not settings.namespaces,
+                namespaces=settings.namespaces,
+                # Passing a peering name makes peering mandatory in Kopf: only when asked for.
+                standalone=not settings.peering,
+                peering_name=settings.peering_name if settings.peering else None,
+                priority=priority,
+                stop_flag=stop_flag,
+                ready_flag=health.ready,
+            )
+        finally:
+            workers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await workers
+            await recorder.drain()
 
     # Alive while waiting for the CRDs too; ready only once Kopf watches.
     health.operator_task = asyncio.create_task(operate())

@@ -112,7 +112,12 @@ def test_deletion_garbage_collects_children_and_retain_keeps_the_data(
 
     # The garbage collector notices a new CRD's objects on its discovery resync (every 30 s).
     wait_for(collected, timeout=120, what="Deployments and Services to be garbage-collected")
-    assert not ready_pods(full_cluster, e2e_namespace, "kept")
+    # Then their ReplicaSets and pods, in the background.
+    wait_for(
+        lambda: not ready_pods(full_cluster, e2e_namespace, "kept"),
+        timeout=60,
+        what="the pods to be garbage-collected",
+    )
     # Retain: the data outlives the Database.
     full_cluster.core.read_namespaced_persistent_volume_claim("kept-data", e2e_namespace)
     full_cluster.core.read_namespaced_secret("kept-credentials", e2e_namespace)

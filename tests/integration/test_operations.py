@@ -3,8 +3,13 @@ their cause and reported in the Degraded condition."""
 
 from __future__ import annotations
 
+import base64
+import json
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from kubernetes import client
 
 from tests.cluster import Cluster, condition, wait_for
 from tests.integration.conftest import OperatorProcess, start_operator
@@ -93,10 +98,95 @@ def test_a_failing_reconcile_is_logged_once_per_attempt_with_its_cause_and_degra
         assert operator.stop() == 0
 
     cause = 'cannot get resource "secrets"'
-    mentions = [line for line in operator.log_lines() if cause in str(line.get("event"))]
-    attempts = [line for line in mentions if "failed temporarily" in line["event"]]
+    mentions = [
+        line for line in operator.log_lines() if any(cause in str(v) for v in line.values())
+    ]
+    attempts = [line for line in mentions if line["event"] == "reconcile failed"]
     assert len(attempts) >= 3  # the Degraded report comes after the third failure
     assert mentions == attempts, "each failure is logged once, by one line"
-    for line in attempts:
+    for number, line in enumerate(attempts, start=1):
         assert line["level"] == "error"
         assert (line["namespace"], line["name"]) == (namespace, "db")
+        assert cause in line["error"]
+        assert line["failures"] == number
+        assert 0 < line["retry_in_s"] <= 60
+
+
+def test_no_secret_value_reaches_a_log_line_an_event_a_status_or_a_child(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """The security sweep: every password the operator generated or read, raw or base64, is
+    looked for in everything it writes besides the Secret itself."""
+    cluster.create_secret(
+        namespace, "users", {"username": "owner", "password": "Us3r-Supplied-Passw0rd"}
+    )
+    cluster.create_db(namespace, "pg", {"storage": {"size": "1Gi"}})
+    cluster.create_db(namespace, "my", {"engine": "mysql"})
+    cluster.create_db(namespace, "rd", {"engine": "redis", "replicas": 2})
+    cluster.create_db(namespace, "byref", {"credentialsSecretRef": {"name": "users"}})
+    for name in ("pg", "my", "rd", "byref"):
+        wait_for(partial(is_observed, cluster, namespace, name), what=f"{name} reconciled")
+    secrets = {
+        name: secret_values(cluster, namespace, f"{name}-credentials")
+        for name in ("pg", "my", "rd")
+    }
+    secrets["byref"] = secret_values(cluster, namespace, "users")
+    # A lost Secret over data (Failed), and one made anew without data (rolled pods).
+    cluster.core.delete_namespaced_secret("pg-credentials", namespace)
+    cluster.core.delete_namespaced_secret("rd-credentials", namespace)
+    wait_for(
+        lambda: cluster.get_db(namespace, "pg")["status"]["phase"] == "Failed", what="pg Failed"
+    )
+    wait_for(lambda: secret_exists(cluster, namespace, "rd-credentials"), what="rd's new Secret")
+    secrets["rd-new"] = secret_values(cluster, namespace, "rd-credentials")
+    wait_for(lambda: len(operator.reconciles("rd", "resync")) >= 2, what="resyncs")
+
+    haystacks = {
+        "operator log": operator.log_text(),
+        "events": json.dumps(
+            [e.to_dict() for e in cluster.core.list_namespaced_event(namespace).items],
+            default=str,
+        ),
+        "databases": json.dumps(
+            cluster.custom.list_namespaced_custom_object(
+                "databases.example.com", "v1", namespace, "databases"
+            )
+        ),
+        "deployments": json.dumps(
+            [d.to_dict() for d in cluster.apps.list_namespaced_deployment(namespace).items],
+            default=str,
+        ),
+        "services": json.dumps(
+            [s.to_dict() for s in cluster.core.list_namespaced_service(namespace).items],
+            default=str,
+        ),
+    }
+    assert "reconciled" in haystacks["operator log"]
+    assert "ChildNameConflict" not in haystacks["events"]
+    for owner, values in secrets.items():
+        for value in values:
+            for where, text in haystacks.items():
+                assert value not in text, f"a secret value of {owner} is in the {where}"
+
+
+def is_observed(cluster: Cluster, namespace: str, name: str) -> bool:
+    return observed(cluster.get_db(namespace, name))
+
+
+def secret_values(cluster: Cluster, namespace: str, name: str) -> list[str]:
+    """A Secret's values as the API stores them (base64) and decoded."""
+    data = cluster.core.read_namespaced_secret(name, namespace).data or {}
+    return [
+        form
+        for key, encoded in data.items()
+        if key == "password"
+        for form in (encoded, base64.b64decode(encoded).decode())
+    ]
+
+
+def secret_exists(cluster: Cluster, namespace: str, name: str) -> bool:
+    try:
+        cluster.core.read_namespaced_secret(name, namespace)
+    except client.ApiException:
+        return False
+    return True

@@ -304,12 +304,7 @@ def test_missing_credentials_secret_fails_clearly_and_recovers_when_created(
     wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
     assert cluster.get_db(namespace, "db")["metadata"]["resourceVersion"] == version
 
-    cluster.core.create_namespaced_secret(
-        namespace,
-        client.V1Secret(
-            metadata=client.V1ObjectMeta(name="app-creds"), string_data={"username": "u"}
-        ),
-    )
+    cluster.create_secret(namespace, "app-creds", {"username": "u"})
     invalid = wait_for_status(
         cluster,
         namespace,
@@ -456,16 +451,7 @@ def test_data_the_operator_did_not_create_is_never_deleted(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
     # A PVC that happens to have the name the Database would use, made by someone else.
-    cluster.core.create_namespaced_persistent_volume_claim(
-        namespace,
-        client.V1PersistentVolumeClaim(
-            metadata=client.V1ObjectMeta(name="db-data"),
-            spec=client.V1PersistentVolumeClaimSpec(
-                access_modes=["ReadWriteOnce"],
-                resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}),
-            ),
-        ),
-    )
+    cluster.create_claim(namespace, "db-data")
     cluster.create_db(namespace, "db", {"deletionPolicy": "Delete"})
     wait_for_status(cluster, namespace, "db", "first reconcile", observed)
     hold(cluster, namespace, "db")
@@ -524,9 +510,14 @@ def test_a_lost_secret_is_not_regenerated_over_existing_data(
         cluster.core.read_namespaced_secret("db-credentials", namespace)
     assert missing.value.status == 404, "the Secret was regenerated"
 
-    # Restoring it recovers the Database.
+    # Restoring it from a backup (metadata included) recovers the Database.
     cluster.core.create_namespaced_secret(
         namespace,
-        client.V1Secret(metadata=client.V1ObjectMeta(name="db-credentials"), data=secret.data),
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(
+                name="db-credentials", annotations=secret.metadata.annotations
+            ),
+            data=secret.data,
+        ),
     )
     wait_for_status(cluster, namespace, "db", "Pending again", phase_is("Pending"))

@@ -252,6 +252,8 @@ def test_crds_enabled_false_renders_none(render: Render) -> None:
         ("health.port=0", "/health/port"),
         ("watchNamespaces={Not_A_Namespace}", "/watchNamespaces/0"),
         ("resyncInterval=0", "/resyncInterval"),
+        ("workers=0", "/workers"),
+        ("retryMaxDelay=0", "/retryMaxDelay"),
         ("peering.enabled=maybe", "/peering/enabled"),
         ("podDisruptionBudget.minAvailable=most", "/podDisruptionBudget/minAvailable"),
         ("logLevl=DEBUG", "logLevl"),
@@ -325,6 +327,8 @@ def test_deployment_runs_the_operator_with_the_values_as_flags(render: Render) -
             "metrics.port=9090",
             "health.port=9091",
             "resyncInterval=30",
+            "retryMaxDelay=20",
+            "workers=4",
             "peering.name=ha",
         )
     )
@@ -338,6 +342,8 @@ def test_deployment_runs_the_operator_with_the_values_as_flags(render: Render) -
         "--metrics-port=9090",
         "--health-port=9091",
         "--resync-interval=30",
+        "--retry-max-delay=20",
+        "--workers=4",
         "--no-peering",
         "--peering-name=ha",
         "--peering-lifetime=60",

@@ -1,11 +1,13 @@
-"""Kopf's settings for this operator: bookkeeping under our prefix, server-side child filters."""
+"""Kopf's settings for this operator: no bookkeeping of Kopf's on the Databases, server-side
+child filters, and retries of Kopf's own calls."""
 
 from __future__ import annotations
 
 import kopf
 
 from database_operator.config import Settings
-from database_operator.handlers import CHILD_SELECTOR, configure_kopf
+from database_operator.handlers import CHILD_SELECTOR, KOPF_FINALIZER, configure_kopf
+from database_operator.reconcile import FINALIZER
 
 
 def configured(**ours: object) -> kopf.OperatorSettings:
@@ -14,13 +16,16 @@ def configured(**ours: object) -> kopf.OperatorSettings:
     return settings
 
 
-def test_bookkeeping_uses_our_prefix_and_stays_out_of_status() -> None:
-    settings = configured()
-    assert isinstance(settings.persistence.progress_storage, kopf.AnnotationsProgressStorage)
-    assert isinstance(settings.persistence.diffbase_storage, kopf.AnnotationsDiffBaseStorage)
-    assert settings.persistence.progress_storage.prefix == "databases.example.com"
-    assert settings.persistence.diffbase_storage.prefix == "databases.example.com"
-    assert settings.persistence.finalizer == "databases.example.com/finalizer"
+def test_kopf_never_takes_our_finalizer_for_its_own() -> None:
+    # Kopf removes its finalizer from objects no handler of its needs it for: it must not be
+    # the one the controller manages.
+    assert configured().persistence.finalizer == KOPF_FINALIZER != FINALIZER
+
+
+def test_kopf_retries_its_own_calls_with_a_bounded_backoff() -> None:
+    backoffs = list(configured().networking.error_backoffs)  # type: ignore[arg-type]
+    assert len(backoffs) >= 5
+    assert max(backoffs) <= 60
 
 
 def resource(group: str, plural: str, kind: str) -> kopf.Resource:

@@ -1,0 +1,179 @@
+"""An in-memory stand-in for the operator's `Kube` interface, for millisecond unit tests of the
+branches of reconcile and the controller. Beside the integration tests against the real API
+server, never instead: it knows nothing of defaults, validation or field managers, and its apply
+is a plain deep merge.
+
+Every write is recorded; `fail` queues errors for the next calls that match.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from database_operator.kube import FIELD_MANAGER, ApiError
+from database_operator.manifest import Manifest
+
+ObjectKey = tuple[str, str, str]  # kind, namespace, name
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    if isinstance(base, dict) and isinstance(patch, dict):
+        merged = dict(base)
+        for key, value in patch.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = _merge(base.get(key), value)
+        return merged
+    return copy.deepcopy(patch)
+
+
+def _steps(path: str) -> list[str]:
+    return [part.replace("~1", "/").replace("~0", "~") for part in path.split("/")[1:]]
+
+
+def _json_patch(obj: Manifest, operations: list[Manifest]) -> Manifest:
+    result = copy.deepcopy(obj)
+    for op in operations:
+        *parents, last = _steps(op["path"])
+        target: Any = result
+        for step in parents:
+            target = target[int(step)] if isinstance(target, list) else target.setdefault(step, {})
+        if op["op"] == "test":
+            current = target[int(last)] if isinstance(target, list) else target.get(last)
+            if current != op["value"]:
+                raise ApiError(422, "Invalid", f"test failed at {op['path']}", "PATCH", "")
+        elif op["op"] in ("add", "replace"):
+            if isinstance(target, list):
+                if last == "-":
+                    target.append(op["value"])
+                else:
+                    target[int(last)] = op["value"]
+            else:
+                target[last] = op["value"]
+        elif op["op"] == "remove":
+            if isinstance(target, list):
+                del target[int(last)]
+            else:
+                del target[last]
+    return result
+
+
+@dataclass
+class FakeKube:
+    """Objects by (kind, namespace, name); what was written; errors to answer with."""
+
+    objects: dict[ObjectKey, Manifest] = field(default_factory=dict)
+    writes: list[tuple[str, str, str]] = field(default_factory=list)
+    failures: list[tuple[str, str, ApiError]] = field(default_factory=list)
+    field_manager: str = FIELD_MANAGER
+    _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
+
+    def fail(self, verb: str, kind: str, status: int, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``verb`` on ``kind`` with ``status``."""
+        for _ in range(times):
+            self.failures.append((verb, kind, ApiError(status, "Injected", "fake", verb, kind)))
+
+    def _check(self, verb: str, kind: str) -> None:
+        for index, (fverb, fkind, error) in enumerate(self.failures):
+            if fverb == verb and fkind == kind:
+                del self.failures[index]
+                raise error
+
+    def put(self, obj: Manifest) -> Manifest:
+        """Store ``obj`` as if created by someone; returns the stored copy."""
+        stored = copy.deepcopy(obj)
+        meta = stored.setdefault("metadata", {})
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("generation", 1)
+        meta["resourceVersion"] = str(next(self._versions))
+        self.objects[(stored["kind"], meta.get("namespace", ""), meta["name"])] = stored
+        return copy.deepcopy(stored)
+
+    def _written(
+        self, verb: str, kind: str, name: str, obj: Manifest, what: str | None = None
+    ) -> Manifest:
+        self.writes.append((verb, what or kind, name))
+        obj["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.objects[(kind, obj["metadata"].get("namespace", ""), name)] = obj
+        return copy.deepcopy(obj)
+
+    def written(self, verb: str | None = None) -> list[tuple[str, str, str]]:
+        return [w for w in self.writes if verb is None or w[0] == verb]
+
+    # --- the Kube interface ---------------------------------------------------------------------
+
+    async def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
+        self._check("GET", kind)
+        found = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    async def create(self, manifest: Manifest, exist_ok: bool = False) -> Manifest | None:
+        self._check("POST", manifest["kind"])
+        meta = manifest["metadata"]
+        key = (manifest["kind"], meta.get("namespace", ""), meta.get("name", ""))
+        if key in self.objects:
+            if exist_ok:
+                return None
+            raise ApiError(409, "AlreadyExists", "exists", "POST", "")
+        obj = copy.deepcopy(manifest)
+        obj["metadata"].setdefault("uid", str(uuid.uuid4()))
+        return self._written("POST", key[0], key[2], obj)
+
+    async def apply(self, manifest: Manifest, dry_run: bool = False) -> Manifest:
+        self._check("APPLY", manifest["kind"])
+        meta = manifest["metadata"]
+        key = (manifest["kind"], meta["namespace"], meta["name"])
+        current = self.objects.get(key) or {"metadata": {"uid": str(uuid.uuid4())}}
+        return self._written("APPLY", key[0], key[2], _merge(current, manifest))
+
+    async def merge_patch(
+        self, kind: str, namespace: str, name: str, patch: Manifest, sub: str | None = None
+    ) -> Manifest:
+        self._check("PATCH", kind)
+        current = self._existing(kind, namespace, name)
+        return self._written("PATCH", kind, name, _merge(current, patch))
+
+    async def json_patch(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        operations: list[Manifest],
+        missing_ok: bool = False,
+    ) -> Manifest:
+        self._check("PATCH", kind)
+        if (kind, namespace, name) not in self.objects and missing_ok:
+            return {}
+        patched = _json_patch(self._existing(kind, namespace, name), operations)
+        meta = patched["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            del self.objects[(kind, namespace, name)]
+            self.writes.append(("PATCH", kind, name))
+            return patched
+        return self._written("PATCH", kind, name, patched)
+
+    async def patch_status(self, namespace: str, name: str, status: Manifest) -> Manifest:
+        self._check("PATCH", "Database/status")
+        current = self._existing("Database", namespace, name)
+        current["status"] = _merge(current.get("status") or {}, status)
+        return self._written("PATCH", "Database", name, current, what="Database/status")
+
+    async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool:
+        self._check("DELETE", kind)
+        found = self.objects.get((kind, namespace, name))
+        if found is None or found["metadata"]["uid"] != uid:
+            return False
+        del self.objects[(kind, namespace, name)]
+        self.writes.append(("DELETE", kind, name))
+        return True
+
+    def _existing(self, kind: str, namespace: str, name: str) -> Manifest:
+        found = self.objects.get((kind, namespace, name))
+        if found is None:
+            raise ApiError(404, "NotFound", f"{kind} {name} not found", "PATCH", "")
+        return copy.deepcopy(found)

@@ -1,0 +1,216 @@
+"""The branches of the controller and the reconcile, in milliseconds, on an in-memory Kube
+(tests/fakekube.py). The same behaviours are proven against the real API server in
+tests/integration; these pin each branch down on its own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, cast
+
+from database_operator.config import Settings
+from database_operator.controller import ERRORS_BEFORE_DEGRADED, Controller
+from database_operator.kube import Kube
+from database_operator.manifest import Manifest
+from database_operator.metrics import Metrics
+from database_operator.reconcile import FINALIZER, EventSink
+from tests.aio import synchronously
+from tests.fakekube import FakeKube
+
+NS = "shop"
+
+
+def events_sink(posted: list[tuple[str, str, str]]) -> Callable[[Manifest], EventSink]:
+    def for_object(_: Manifest) -> EventSink:
+        return lambda type_, reason, message: posted.append((type_, reason, message))
+
+    return for_object
+
+
+def make(kube: FakeKube, posted: list[tuple[str, str, str]] | None = None) -> Controller:
+    controller = Controller(
+        cast(Kube, kube),
+        Settings(resync_interval=60, retry_max_delay=8),
+        Metrics(),
+        events_sink(posted if posted is not None else []),
+    )
+    controller.active.set()
+    return controller
+
+
+def database(kube: FakeKube, name: str = "db", **spec: Any) -> Manifest:
+    return kube.put(
+        {
+            "apiVersion": "databases.example.com/v1",
+            "kind": "Database",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec,
+        }
+    )
+
+
+def stored(kube: FakeKube, kind: str, name: str = "db") -> Manifest | None:
+    return kube.objects.get((kind, NS, name))
+
+
+def delete(kube: FakeKube, **spec: Any) -> Manifest:
+    """What `kubectl delete` does to a Database with finalizers (after a last spec change)."""
+    body = dict(stored(kube, "Database") or {})
+    body["spec"] = {**body["spec"], **spec}
+    body["metadata"] = {**body["metadata"], "deletionTimestamp": "2026-12-03T00:00:00Z"}
+    kube.objects[("Database", NS, "db")] = body
+    return body
+
+
+async def process_all(controller: Controller) -> int:
+    """Work every ready key once; how many reconciles that was."""
+    count = 0
+    while len(controller.queue):
+        item = await controller.queue.get()
+        assert item is not None
+        await controller.process(*item)
+        controller.queue.done(item[0])
+        count += 1
+    return count
+
+
+@synchronously
+async def test_a_create_and_its_childrens_events_are_one_reconcile() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    body = database(kube)
+    controller.observe("ADDED", body)
+    controller.wake((NS, "db"), "Deployment")
+    controller.wake((NS, "db"), "Service")
+    assert await process_all(controller) == 1
+    assert stored(kube, "Deployment") is not None
+    assert FINALIZER in (stored(kube, "Database") or {})["metadata"]["finalizers"]
+
+
+@synchronously
+async def test_a_childs_event_for_an_unknown_database_waits_for_the_database() -> None:
+    controller = make(FakeKube())
+    controller.wake((NS, "db"), "Deployment")
+    assert await process_all(controller) == 0
+
+
+@synchronously
+async def test_a_failing_reconcile_is_retried_with_a_growing_delay_and_then_degrades() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    kube.fail("GET", "Secret", 503, times=ERRORS_BEFORE_DEGRADED)
+    delays = []
+    for _ in range(ERRORS_BEFORE_DEGRADED):
+        await controller.process((NS, "db"), "retry")
+        delays.append(controller.queue._slots[(NS, "db")].deadline)
+    assert delays == sorted(delays)
+    assert controller.queue.failures((NS, "db")) == ERRORS_BEFORE_DEGRADED
+    degraded = next(
+        c
+        for c in (stored(kube, "Database") or {})["status"]["conditions"]
+        if c["type"] == "Degraded"
+    )
+    assert (degraded["status"], degraded["reason"]) == ("True", "ReconcileError")
+    # And it heals: the next attempt succeeds, the count resets, a resync is scheduled.
+    await controller.process((NS, "db"), "retry")
+    assert controller.queue.failures((NS, "db")) == 0
+    assert controller.queue._slots[(NS, "db")].trigger == "resync"
+
+
+@synchronously
+async def test_a_foreign_namesake_stops_every_write_but_the_status() -> None:
+    kube = FakeKube()
+    posted: list[tuple[str, str, str]] = []
+    controller = make(kube, posted)
+    kube.put({"kind": "Service", "metadata": {"name": "db", "namespace": NS}, "spec": {}})
+    body = database(kube)
+    kube.writes.clear()
+    controller.observe("ADDED", body)
+    await process_all(controller)
+    assert sorted(kind for _, kind, _ in kube.writes) == ["Database", "Database/status"]
+    status = (stored(kube, "Database") or {})["status"]
+    assert status["phase"] == "Failed"
+    assert [e[1] for e in posted if e[0] == "Warning"] == ["ChildNameConflict"]
+    assert stored(kube, "Deployment") is None
+    assert stored(kube, "Secret", "db-credentials") is None
+
+
+@synchronously
+async def test_a_cached_database_that_is_gone_gets_no_children() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    body = database(kube)
+    body["metadata"]["finalizers"] = [FINALIZER]  # an old copy: no finalizer patch to prove it
+    del kube.objects[("Database", NS, "db")]  # deleted, and the DELETED event was missed
+    controller.observe("MODIFIED", body)
+    await process_all(controller)
+    assert kube.written() == []
+    assert (NS, "db") not in controller.databases
+
+
+@synchronously
+async def test_deletion_finishes_though_the_finalizer_removal_fails_at_first() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube, deletionPolicy="Delete", storage={"size": "1Gi"}))
+    await process_all(controller)
+    assert stored(kube, "PersistentVolumeClaim", "db-data") is not None
+    deleting = delete(kube)
+    kube.fail("PATCH", "Database", 409)  # the finalizer removal, once
+    controller.observe("MODIFIED", deleting)
+    await process_all(controller)
+    assert stored(kube, "Database") is not None
+    assert controller.queue._slots[(NS, "db")].trigger == "retry"
+    await controller.process((NS, "db"), "retry")
+    assert stored(kube, "Database") is None
+    assert stored(kube, "PersistentVolumeClaim", "db-data") is None
+    assert stored(kube, "Secret", "db-credentials") is None
+
+
+@synchronously
+async def test_retain_releases_the_data_even_if_switched_just_before_the_delete() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube, deletionPolicy="Delete", storage={"size": "1Gi"}))
+    await process_all(controller)
+    assert (stored(kube, "PersistentVolumeClaim", "db-data") or {})["metadata"]["ownerReferences"]
+    switched = delete(kube, deletionPolicy="Retain")
+    controller.observe("MODIFIED", switched)
+    await process_all(controller)
+    assert stored(kube, "Database") is None
+    for kind, name in (("PersistentVolumeClaim", "db-data"), ("Secret", "db-credentials")):
+        kept = stored(kube, kind, name)
+        assert kept is not None
+        assert not kept["metadata"]["ownerReferences"], f"the collector would take the {kind}"
+
+
+@synchronously
+async def test_a_paused_operator_reconciles_nothing_until_it_resumes() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.active.clear()
+    controller.observe("ADDED", database(kube))
+    workers = asyncio.create_task(controller.run(2))
+    await asyncio.sleep(0.05)
+    assert stored(kube, "Deployment") is None
+    controller.active.set()
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if stored(kube, "Deployment") is not None:
+            break
+    workers.cancel()
+    assert stored(kube, "Deployment") is not None
+
+
+@synchronously
+async def test_an_older_watch_event_never_replaces_what_our_write_returned() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    body = database(kube)
+    controller.observe("ADDED", body)
+    await process_all(controller)
+    newest = controller.databases[(NS, "db")]
+    controller.observe("MODIFIED", body)  # the event of an older version, arriving late
+    assert controller.databases[(NS, "db")] is newest
