@@ -98,6 +98,15 @@ e2e: install tools envtest-full ## End-to-end tests on the full local cluster.
 test: lint typecheck install tools envtest-full prometheus ## Everything: lint, typecheck, unit and integration tests.
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+FAULTS_SCALE ?= 10
+PROPERTY_EXAMPLES ?= 400
+
+.PHONY: chaos
+chaos: install tools envtest ## The fault suite and the property test at full length (FAULTS_SCALE=10, PROPERTY_EXAMPLES=400); prints figures.
+	FAULTS_SCALE=$(FAULTS_SCALE) PROPERTY_EXAMPLES=$(PROPERTY_EXAMPLES) $(VENV)/bin/pytest -s -q \
+		--timeout=3600 --hypothesis-show-statistics $(PYTEST_ARGS) \
+		tests/integration/test_faults.py tests/integration/test_properties.py
+
 .PHONY: helm-lint
 helm-lint: tools ## helm lint --strict the chart, with its defaults and each values-<env>.yaml.
 	$(BIN)/helm lint --strict helm/database-operator
