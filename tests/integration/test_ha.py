@@ -194,3 +194,40 @@ def test_an_operator_creates_its_peering_object_and_reconciles(
         assert missing_keepalives(lone, peering) == 0
     finally:
         assert lone.stop() == 0, lone.log_text()[-3000:]
+
+
+def test_an_active_operator_pauses_when_a_higher_priority_peer_joins(
+    cluster: Cluster, namespace: str, peering: str, tmp_path: Path
+) -> None:
+    # Kopf pauses the lower peer's watches; its reconcile queue must pause with them, or it
+    # would go on resyncing what it had cached.
+    lower = start_peer(cluster, namespace, peering, STANDBY_PRIORITY, tmp_path / "lower.log")
+    higher: OperatorProcess | None = None
+    try:
+        cluster.create_db(namespace, "db", {"engine": "redis"})
+        wait_for(
+            lambda: observed_generation(cluster, namespace, "db", 1),
+            timeout=PEERING_LIFETIME_S + TAKEOVER_MARGIN_S,
+            what="the first reconcile by the only peer",
+        )
+        wait_for(lambda: lower.reconciles("db", "resync"), what="a resync by the only peer")
+        higher = start_peer(cluster, namespace, peering, ACTIVE_PRIORITY, tmp_path / "higher.log")
+        wait_for(
+            lambda: "Pausing operations" in lower.log_text(),
+            timeout=PEERING_LIFETIME_S + TAKEOVER_MARGIN_S,
+            what="the lower peer to pause",
+        )
+        paused_at = len(lower.reconciles("db"))
+        cluster.patch_db(namespace, "db", {"spec": {"replicas": 2}})
+        wait_for(lambda: observed_generation(cluster, namespace, "db", 2), what="generation 2")
+        wait_for(
+            lambda: len(higher.reconciles("db", "resync")) >= 3,
+            timeout=RESYNC_S * 3 + 15,
+            what="three resyncs by the higher peer",
+        )
+        assert len(lower.reconciles("db")) == paused_at, "the paused peer went on reconciling"
+        assert [line["generation"] for line in higher.reconciles("db")][-1] == 2
+    finally:
+        for peer in (higher, lower):
+            if peer is not None:
+                assert peer.stop() == 0, peer.log_text()[-3000:]
