@@ -228,18 +228,22 @@ class FaultProxy:
                 if key in upstream.headers:
                     response.headers[key] = upstream.headers[key]
             await response.prepare(incoming)
-            cut_at = None
-            if request.is_watch and chaos is not None and chaos.watch_cut_s is not None:
-                cut_at = asyncio.get_running_loop().time() + chaos.rng.uniform(*chaos.watch_cut_s)
+            loop = asyncio.get_running_loop()
+            cut_at: float | None = None
             while True:
-                timeout = None if cut_at is None else cut_at - asyncio.get_running_loop().time()
-                try:
-                    chunk = await asyncio.wait_for(upstream.content.readany(), timeout)
-                except TimeoutError:
+                # Chaos may start after the stream did: look again at every pause.
+                current = self.chaos
+                if request.is_watch and cut_at is None and current and current.watch_cut_s:
+                    cut_at = loop.time() + current.rng.uniform(*current.watch_cut_s)
+                if cut_at is not None and loop.time() >= cut_at:
                     self.injected["watch cut"] += 1
                     if incoming.transport is not None:
                         incoming.transport.abort()
                     return response
+                try:
+                    chunk = await asyncio.wait_for(upstream.content.readany(), 0.5)
+                except TimeoutError:
+                    continue
                 if not chunk:
                     break
                 await response.write(chunk)

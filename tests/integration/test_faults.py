@@ -266,6 +266,7 @@ def test_under_chaos_everything_converges_and_deletions_finish(
         assert operator.stop() == 0, operator.log_text()[-3000:]
     injected = sum(proxy.injected.values())
     assert injected >= 10, f"too few faults to prove anything: {dict(proxy.injected)}"
+    assert proxy.injected["watch cut"] >= 1, "no watch was cut"
     assert_children_are_whole(faulty, ns, exact=False)
     for index in range(0, count, 3):
         name = f"db-{index}"
