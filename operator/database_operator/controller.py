@@ -118,16 +118,25 @@ class Controller:
 
     # --- the workers --------------------------------------------------------------------------
 
+    def start(self, workers: int) -> list[asyncio.Task[None]]:
+        """Start ``workers`` tasks on the queue, now (before Kopf starts: Kopf waits at exit for
+        tasks started after it, and these stop only when told to)."""
+        return [asyncio.create_task(self._work(), name=f"reconciler-{i}") for i in range(workers)]
+
+    async def stop(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Stop the workers: a reconcile in progress is cancelled, the queue is dropped."""
+        self.queue.shut_down()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     async def run(self, workers: int) -> None:
         """Work the queue with ``workers`` tasks until cancelled."""
-        tasks = [asyncio.create_task(self._work(), name=f"reconciler-{i}") for i in range(workers)]
+        tasks = self.start(workers)
         try:
             await asyncio.gather(*tasks)
         finally:
-            self.queue.shut_down()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.stop(tasks)
 
     async def _work(self) -> None:
         while True:

@@ -108,7 +108,7 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         # Kopf's own signal handling from here on (with a stop flag of ours it polls, slowly).
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-        workers = asyncio.create_task(controller.run(settings.workers), name="reconcilers")
+        workers = controller.start(settings.workers)
         try:
             await kopf.operator(
                 registry=registry,
@@ -122,9 +122,7 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
                 ready_flag=health.ready,
             )
         finally:
-            workers.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await workers
+            await controller.stop(workers)
             await recorder.drain()
 
     # Alive while waiting for the CRDs too; ready only once Kopf watches.
