@@ -47,6 +47,10 @@ envtest-full: ## envtest FULL=1: what the e2e tests and the demo need.
 prometheus: ## Make sure prometheus and promtool exist (Debian's package) for the metrics tests.
 	hack/install-prometheus.sh
 
+.PHONY: engines
+engines: ## Make sure PostgreSQL and Redis exist (Debian's packages) for the replication recipe tests.
+	hack/install-engines.sh
+
 .PHONY: lock
 lock: ## Re-resolve requirements*.lock from pyproject.toml (needs uv).
 	uv pip compile pyproject.toml --python-version 3.11 -o requirements.lock
@@ -87,7 +91,7 @@ unit: install ## Unit tests (no server).
 	$(VENV)/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 .PHONY: integration
-integration: install tools envtest prometheus ## Integration tests against a real etcd + kube-apiserver.
+integration: install tools envtest prometheus engines ## Integration tests against a real etcd + kube-apiserver.
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: e2e
@@ -95,7 +99,7 @@ e2e: install tools envtest-full ## End-to-end tests on the full local cluster.
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint typecheck install tools envtest-full prometheus ## Everything: lint, typecheck, unit and integration tests.
+test: lint typecheck install tools envtest-full prometheus engines ## Everything: lint, typecheck, unit and integration tests.
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 FAULTS_SCALE ?= 10

@@ -149,9 +149,27 @@ def condition(db: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return None
 
 
-def play_kubelet(cluster: Cluster, namespace: str, name: str, ready: int | None = None) -> None:
-    """No kubelet runs here: report the Deployment's pods as the controllers would, ``ready`` of
-    its spec.replicas ready (all by default), through the status subresource."""
+def play_kubelet(
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    ready: int | None = None,
+    replicas_ready: int | None = None,
+) -> None:
+    """No kubelet runs here: report a Database's pods as the controllers would, through the
+    Deployments' status subresource — the primary's (Deployment ``name``, ``ready`` of its pods
+    ready, all by default) and, if there is one, the read replicas' (``<name>-replicas``,
+    ``replicas_ready`` ready, all by default)."""
+    report_pods(cluster, namespace, name, ready)
+    try:
+        report_pods(cluster, namespace, f"{name}-replicas", replicas_ready)
+    except client.ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def report_pods(cluster: Cluster, namespace: str, name: str, ready: int | None) -> None:
+    """Write one Deployment's status: ``ready`` of its spec.replicas ready (all by default)."""
     deployment = cluster.apps.read_namespaced_deployment(name, namespace)
     replicas = deployment.spec.replicas or 0
     ready = replicas if ready is None else ready

@@ -44,13 +44,33 @@ def _render(args: argparse.Namespace) -> int:
                 return 1
             db.metadata.setdefault("namespace", args.namespace)
             if db.spec.credentials_secret_ref is None:
-                secret = desired.secret(db, "placeholder")
+                secret = desired.secret(db, "placeholder", "placeholder")
                 # The password is generated in the cluster, once; never printed.
                 secret["data"] = {key: "<generated>" for key in secret["data"]}
                 documents.append(secret)
             documents.extend(desired.children(db))
+            documents.append(_connection_preview(db))
     sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
     return 0
+
+
+def _connection_preview(db: Any) -> dict[str, Any]:
+    """The connection Secret with its entries in plain text and the credentials left out."""
+    import base64
+
+    from database_operator import desired
+
+    placeholder = base64.b64encode(b"PASSWORD").decode()
+    username = base64.b64encode(b"USERNAME").decode()
+    preview = desired.connection_secret(db, {"username": username, "password": placeholder})
+    entries = {key: base64.b64decode(value).decode() for key, value in preview.pop("data").items()}
+    preview["stringData"] = {
+        key: value.replace("PASSWORD", "<from the credentials Secret>").replace(
+            "USERNAME", "<username>"
+        )
+        for key, value in entries.items()
+    }
+    return dict(preview)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -30,13 +30,13 @@ from database_operator.kube import ApiError, Kube
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import Metrics
-from database_operator.ownership import is_ours
 from database_operator.reconcile import (
     EventSink,
     Result,
     add_finalizer,
     finalize,
     has_finalizer,
+    observe_workloads,
     reconcile,
     remove_finalizer,
     write_status,
@@ -229,14 +229,11 @@ class Controller:
             return
         with contextlib.suppress(ApiError):
             db = Database.model_validate(body)
-            deployment = await self.kube.get("Deployment", db.namespace, db.name)
-            if deployment is not None and not is_ours(deployment, db):
-                deployment = None
             outcome = Outcome(error_reason="ReconcileError", error_message=str(error))
             _, written = await write_status(
                 self.kube,
                 db,
-                deployment=deployment,
+                workloads=await observe_workloads(self.kube, db),
                 outcome=outcome,
                 events=self.events_for(body),
                 now=self.now(),
@@ -253,7 +250,11 @@ class Controller:
             metrics.drift_corrections.labels(kind).inc()
         metrics.phases.set(*key, str(result.status.phase) if result.status.phase else None)
         changed = bool(
-            result.created or result.corrected or result.status_written or result.taken_back
+            result.created
+            or result.corrected
+            or result.status_written
+            or result.taken_back
+            or result.removed
         )
         # A resync that found nothing to do is routine: DEBUG, so INFO logs show only changes.
         get_logger().log(
@@ -267,6 +268,8 @@ class Controller:
             children_created=result.created,
             children_corrected=result.corrected,
             lists_taken_back=result.taken_back,
+            children_removed=result.removed,
+            children_recreated=result.recreated,
             status_written=result.status_written,
             duration_s=round(time.monotonic() - started, 4),
             generation=result.status.observed_generation,

@@ -7,6 +7,7 @@ is here, so that the API defaults, the child builders and the docs agree.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -42,6 +43,25 @@ class EngineFacts:
     uid: int = 999
     #: The username written into a generated Secret (engines without users have none).
     default_username: str | None = "app"
+    #: Whether the operator runs read replicas with the engine's own replication.
+    replication: bool = False
+    #: Keys a Secret must hold only when the Database has read replicas (the generated Secret
+    #: always gets them, so scaling up needs nothing new), and the env vars they reach.
+    replication_keys: tuple[str, ...] = ()
+    replication_env: dict[str, str] = field(default_factory=dict)
+    #: Engine settings the operator sets itself (port, data, replication, passwords): refused in
+    #: spec.parameters.
+    reserved_parameters: tuple[str, ...] = ()
+    #: How a setting goes on the command line: "-c key=value", "--key=value" or "--key value".
+    parameter_style: str = "--key=value"
+    #: Service Binding (servicebinding.io) facts: its `type`, the URI scheme, the JDBC scheme
+    #: (None: no JDBC driver), whether the engine has a database name (the username), and the
+    #: user to connect as where the Secret has none (redis: its ACL's default user).
+    binding_type: str = ""
+    uri_scheme: str = ""
+    jdbc_scheme: str | None = None
+    has_database: bool = True
+    binding_username: str | None = None
 
 
 ENGINES: dict[Engine, EngineFacts] = {
@@ -55,6 +75,28 @@ ENGINES: dict[Engine, EngineFacts] = {
         env={"PGDATA": "/var/lib/postgresql/data/pgdata"},
         ready_command=("sh", "-c", 'pg_isready -h 127.0.0.1 -U "$POSTGRES_USER"'),
         data_path="/var/lib/postgresql/data",
+        replication=True,
+        replication_keys=("replication-password",),
+        replication_env={"REPLICATION_PASSWORD": "replication-password"},
+        reserved_parameters=(
+            "port",
+            "data_directory",
+            "hba_file",
+            "ident_file",
+            "listen_addresses",
+            "unix_socket_directories",
+            "hot_standby",
+            "primary_conninfo",
+            "primary_slot_name",
+            "restore_command",
+            "wal_level",
+            "max_wal_senders",
+            "password_encryption",
+        ),
+        parameter_style="-c key=value",
+        binding_type="postgresql",
+        uri_scheme="postgresql",
+        jdbc_scheme="postgresql",
     ),
     Engine.MYSQL: EngineFacts(
         image="docker.io/library/mysql",
@@ -73,6 +115,21 @@ ENGINES: dict[Engine, EngineFacts] = {
             'mysqladmin ping -h 127.0.0.1 -u"$MYSQL_USER" -p"$MYSQL_PASSWORD"',
         ),
         data_path="/var/lib/mysql",
+        reserved_parameters=(
+            "port",
+            "datadir",
+            "socket",
+            "bind-address",
+            "user",
+            "skip-networking",
+            "server-id",
+            "log-bin",
+            "init-file",
+        ),
+        parameter_style="--key=value",
+        binding_type="mysql",
+        uri_scheme="mysql",
+        jdbc_scheme="mysql",
     ),
     Engine.REDIS: EngineFacts(
         image="docker.io/library/redis",
@@ -81,10 +138,30 @@ ENGINES: dict[Engine, EngineFacts] = {
         secret_keys=("password",),
         # REDISCLI_AUTH lets the probe's redis-cli authenticate without a password argument.
         secret_env={"REDIS_PASSWORD": "password", "REDISCLI_AUTH": "password"},
-        args=("--requirepass", "$(REDIS_PASSWORD)", "--dir", "/data"),
         ready_command=("redis-cli", "-h", "127.0.0.1", "ping"),
         data_path="/data",
         default_username=None,
+        replication=True,
+        reserved_parameters=(
+            "port",
+            "dir",
+            "requirepass",
+            "masterauth",
+            "masteruser",
+            "replicaof",
+            "slaveof",
+            "replica-read-only",
+            "slave-read-only",
+            "bind",
+            "protected-mode",
+            "aclfile",
+            "include",
+        ),
+        parameter_style="--key value",
+        binding_type="redis",
+        uri_scheme="redis",
+        has_database=False,
+        binding_username="default",
     ),
 }
 
@@ -92,3 +169,24 @@ ENGINES: dict[Engine, EngineFacts] = {
 def facts(engine: Engine | str) -> EngineFacts:
     """The facts of one engine."""
     return ENGINES[Engine(engine)]
+
+
+def reserved_key(engine: Engine | str, key: str) -> bool:
+    """Whether a setting is one the operator sets itself. postgres settings are
+    case-insensitive; mysql takes '-' and '_' alike; redis takes either case."""
+    norm = key.lower().replace("_", "-")
+    return any(norm == r.lower().replace("_", "-") for r in facts(engine).reserved_parameters)
+
+
+def parameter_args(engine: Engine | str, parameters: Mapping[str, str]) -> list[str]:
+    """The engine's command-line form of its settings, in key order."""
+    style = facts(engine).parameter_style
+    args: list[str] = []
+    for key, value in sorted(parameters.items()):
+        if style == "-c key=value":
+            args += ["-c", f"{key}={value}"]
+        elif style == "--key value":
+            args += [f"--{key}", value]
+        else:
+            args.append(f"--{key}={value}")
+    return args

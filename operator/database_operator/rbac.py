@@ -15,31 +15,34 @@ Rule = dict[str, list[str]]
 
 #: Rules for the namespaces the operator watches (a Role per namespace, or part of a ClusterRole).
 NAMESPACED_RULES: list[Rule] = [
-    # Kopf watches Databases and patches their metadata (finalizer, progress annotations).
+    # Kopf watches Databases; the operator patches their metadata (its finalizer).
     {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "patch"]},
     # Status is written only through the status subresource.
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "patch"]},
     # Owner references with blockOwnerDeletion need this where the OwnerReferencesPermission-
     # Enforcement admission plugin is on.
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
-    # Children: read, create, server-side apply. Deployments and Services are also watched.
+    # Children: read, create, server-side apply. Deployments and Services are also watched,
+    # and deleted when they are the operator's own and the spec no longer asks for them (read
+    # replicas scaled away) or a Deployment's immutable selector must change.
     {
         "apiGroups": ["apps"],
         "resources": ["deployments"],
-        "verbs": ["get", "list", "watch", "create", "patch"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
     {
         "apiGroups": [""],
         "resources": ["services"],
-        "verbs": ["get", "list", "watch", "create", "patch"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
-    # Secrets and PVCs are never listed or watched; deleted only with deletionPolicy Delete.
+    # Secrets and PVCs are never listed or watched; deleted only with deletionPolicy Delete. The
+    # connection Secret is a child too.
     {
         "apiGroups": [""],
         "resources": ["secrets", "persistentvolumeclaims"],
         "verbs": ["get", "create", "patch", "delete"],
     },
-    # Kubernetes Events on Databases (Kopf posts them).
+    # Kubernetes Events on Databases (the operator posts them).
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
 

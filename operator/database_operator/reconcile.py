@@ -9,6 +9,7 @@ write. What a reconcile did is returned for the caller to count, log and cache.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,11 +17,12 @@ from typing import Any
 
 from database_operator import desired
 from database_operator.api.models import KIND, Database, DatabaseStatus, DeletionPolicy, Phase
-from database_operator.compare import list_takebacks, needs_write, owner_refs_to
+from database_operator.compare import covers, list_takebacks, needs_write, owner_refs_to
+from database_operator.engines import facts
 from database_operator.kube import ApiError, Kube
 from database_operator.manifest import Manifest
-from database_operator.ownership import CREATED_FOR, Conflict, conflict, conflict_message, is_ours
-from database_operator.status import Outcome, compute_status
+from database_operator.ownership import CREATED_FOR, conflict, conflict_message, is_ours
+from database_operator.status import Outcome, Workloads, compute_status
 
 #: Posts a Kubernetes Event on the Database: (type "Normal"/"Warning", reason, message).
 EventSink = Callable[[str, str, str], None]
@@ -50,6 +52,10 @@ class Result:
     drift: list[str] = field(default_factory=list)
     #: Kinds whose lists were taken back from another field manager.
     taken_back: list[str] = field(default_factory=list)
+    #: Kinds of the children deleted because the spec no longer asks for them.
+    removed: list[str] = field(default_factory=list)
+    #: Kinds of the children deleted and created anew (an immutable field had to change).
+    recreated: list[str] = field(default_factory=list)
     #: The Database as our status write returned it (None: the status did not change).
     body: Manifest | None = None
     #: The Database turned out to be gone (or replaced): nothing was done.
@@ -77,13 +83,21 @@ class Failure:
     message: str
 
 
+#: A child by (kind, name).
+ChildKey = tuple[str, str]
+
+
 @dataclass
 class Observed:
     """The credentials Secret and the children as the API server has them (None: absent), read
     once per reconcile."""
 
     credentials: Manifest | None
-    children: dict[str, Manifest | None]
+    #: Every child the spec asks for, and the connection Secret.
+    children: dict[ChildKey, Manifest | None]
+    #: Objects with the names of children the spec no longer asks for (read replicas scaled
+    #: away): deleted if they are the Database's own.
+    surplus: list[Manifest]
     #: The credentials Secret is the operator's own (generated), not the user's: a child.
     generated: bool
 
@@ -112,70 +126,95 @@ async def reconcile(
     result = Result(status=db.status, outcome=Outcome())
     observed = await _observe(kube, db)
     conflicts = [found for obj in observed.named_like_children() if (found := conflict(obj, db))]
-    deployment = observed.children["Deployment"]
+    children = {key: obj for key, obj in observed.children.items() if obj and is_ours(obj, db)}
     failure: Failure | None = None
 
     if conflicts:
         failure = Failure("ChildNameConflict", conflict_message(conflicts))
-        deployment = None if _is_conflicting(deployment, conflicts) else deployment
     elif db.spec.paused:
         result.outcome = Outcome(paused=True)
     else:
-        if not confirmed and _creates_something(db, observed):
+        if not confirmed and _creates_something(observed):
             fresh = await kube.get(KIND, db.namespace, db.name)
             if fresh is None or fresh["metadata"].get("uid") != db.metadata.get("uid"):
                 result.gone = True
                 return result
-        checksum, failure = await _ensure_credentials(kube, db, observed, result)
-        if failure is None:
-            deployment, failure = await _ensure_children(kube, db, observed, checksum, result)
+        credentials, failure = await _ensure_credentials(kube, db, observed, result)
+        if credentials is not None:
+            checksum = desired.credentials_checksum(db, credentials)
+            wanted = [
+                *desired.children(db, checksum),
+                desired.connection_secret(db, credentials),
+            ]
+            failure = await _ensure_children(kube, db, wanted, children, result)
+            await _remove_surplus(kube, db, observed, result)
         if result.created:
             events("Normal", "Created", f"created {', '.join(result.created)}")
-    if failure is not None:
-        result.outcome = Outcome(failure_reason=failure.reason, failure_message=failure.message)
-
+    connection = ("Secret", desired.connection_secret_name(db))
+    result.outcome = Outcome(
+        paused=result.outcome.paused,
+        failure_reason=failure.reason if failure else None,
+        failure_message=failure.message if failure else "",
+        binding=connection[1] if children.get(connection) else None,
+    )
     result.status, result.body = await write_status(
-        kube, db, deployment=deployment, outcome=result.outcome, events=events, now=now()
+        kube,
+        db,
+        workloads=Workloads(
+            primary=children.get(("Deployment", db.name)),
+            replicas=children.get(("Deployment", desired.replicas_name(db))),
+        ),
+        outcome=result.outcome,
+        events=events,
+        now=now(),
     )
     return result
 
 
-def _is_conflicting(obj: Manifest | None, conflicts: list[Conflict]) -> bool:
-    return obj is not None and any(
-        (c.kind, c.name) == (obj.get("kind"), obj["metadata"].get("name")) for c in conflicts
-    )
+async def observe_workloads(kube: Kube, db: Database) -> Workloads:
+    """The primary's and the read replicas' Deployments, if they are the Database's own."""
+
+    async def ours(name: str) -> Manifest | None:
+        found = await kube.get("Deployment", db.namespace, name)
+        return found if found is not None and is_ours(found, db) else None
+
+    return Workloads(primary=await ours(db.name), replicas=await ours(desired.replicas_name(db)))
 
 
-def _creates_something(db: Database, observed: Observed) -> bool:
+def _creates_something(observed: Observed) -> bool:
     return (observed.generated and observed.credentials is None) or any(
         obj is None for obj in observed.children.values()
     )
 
 
 async def _observe(kube: Kube, db: Database) -> Observed:
-    """Read the credentials Secret and every child the spec asks for."""
-    found: dict[str, Manifest | None] = {}
-    secret_name = desired.credentials_secret_name(db)
-    for kind, name in [("Secret", secret_name)] + [
-        (manifest["kind"], manifest["metadata"]["name"]) for manifest in desired.children(db)
-    ]:
-        found[kind] = await kube.get(kind, db.namespace, name)
-    credentials = found.pop("Secret")
-    return Observed(credentials, found, generated=db.spec.credentials_secret_ref is None)
+    """Read the credentials Secret, every child the spec asks for, the connection Secret, and
+    what may be left of read replicas scaled away."""
+    credentials = await kube.get("Secret", db.namespace, desired.credentials_secret_name(db))
+    wanted = [(m["kind"], m["metadata"]["name"]) for m in desired.children(db)]
+    wanted.append(("Secret", desired.connection_secret_name(db)))
+    children = {(kind, name): await kube.get(kind, db.namespace, name) for kind, name in wanted}
+    surplus = [await kube.get(kind, db.namespace, name) for kind, name in desired.surplus(db)]
+    return Observed(
+        credentials,
+        children,
+        [obj for obj in surplus if obj is not None],
+        generated=db.spec.credentials_secret_ref is None,
+    )
 
 
 async def write_status(
     kube: Kube,
     db: Database,
     *,
-    deployment: Manifest | None,
+    workloads: Workloads,
     outcome: Outcome,
     events: EventSink,
     now: datetime,
 ) -> tuple[DatabaseStatus, Manifest | None]:
     """Compute the new status; patch it through /status only when it differs from the stored
     one. Returns the new status and the Database as the patch returned it (None: not written)."""
-    new = compute_status(db, deployment, db.status, outcome, now)
+    new = compute_status(db, workloads, db.status, outcome, now)
     old_wire, new_wire = db.status.to_wire(), new.to_wire()
     if old_wire == new_wire:
         return new, None
@@ -195,9 +234,9 @@ async def write_status(
 
 async def _ensure_credentials(
     kube: Kube, db: Database, observed: Observed, result: Result
-) -> tuple[str | None, Failure | None]:
+) -> tuple[Manifest | None, Failure | None]:
     """The credentials Secret exists and holds the engine's keys; generated once if ours.
-    Returns the checksum of what the pods read from it."""
+    Returns its ``data``, or why it cannot be used."""
     name = desired.credentials_secret_name(db)
     secret = observed.credentials
     if not observed.generated:
@@ -210,8 +249,7 @@ async def _ensure_credentials(
     elif secret is None:
         # A volume that outlived its Secret was initialised with the lost password: a new one
         # would lock the engine out of its own data.
-        claim = observed.children.get("PersistentVolumeClaim")
-        if claim is not None:
+        if observed.children.get(("PersistentVolumeClaim", desired.pvc_name(db))) is not None:
             return None, Failure(
                 "CredentialsSecretLost",
                 f"Secret {name!r} is gone but PersistentVolumeClaim {desired.pvc_name(db)!r} holds "
@@ -223,23 +261,29 @@ async def _ensure_credentials(
             return None, failure
         result.created.append("Secret")
     else:
-        await _ensure_secret_ownership(kube, db, secret, result)
+        secret = await _ensure_secret_ownership(kube, db, secret, result)
 
-    data = (secret or {}).get("data")
+    data = (secret or {}).get("data") or {}
     missing = desired.missing_credentials_keys(db, data)
     if missing:
+        why = (
+            " (read replicas need it)"
+            if set(missing) - set(facts(db.spec.engine).secret_keys)
+            else ""
+        )
         return None, Failure(
             "CredentialsSecretInvalid",
-            f"Secret {name!r} lacks the key(s) {', '.join(missing)} that {db.spec.engine} needs",
+            f"Secret {name!r} lacks the key(s) {', '.join(missing)} that {db.spec.engine} "
+            f"needs{why}",
         )
-    return desired.credentials_checksum(db, data), None
+    return data, None
 
 
 async def _generate_secret(kube: Kube, db: Database) -> tuple[Manifest | None, Failure | None]:
     """Create the Secret with a fresh password. Created once and never re-applied, so never
     regenerated; if it turns out to exist (an earlier create whose answer was lost, or a
     namesake made meanwhile) the existing one is used only if it is ours."""
-    manifest = desired.secret(db, desired.generate_password())
+    manifest = desired.secret(db, desired.generate_password(), desired.generate_password())
     created = await kube.create(manifest, exist_ok=True)
     if created is not None:
         return created, None
@@ -254,70 +298,111 @@ async def _generate_secret(kube: Kube, db: Database) -> tuple[Manifest | None, F
 
 async def _ensure_secret_ownership(
     kube: Kube, db: Database, observed: Manifest, result: Result
-) -> None:
-    """Keep labels and our owner reference on the generated Secret in line with deletionPolicy.
+) -> Manifest:
+    """Keep labels and our owner reference on the generated Secret in line with deletionPolicy,
+    and add the replication keys a Secret generated before the operator ran replicas lacks.
 
-    A merge patch of metadata only: re-applying the Secret could touch its data.
+    A merge patch: re-applying the Secret could touch the password; adding a key cannot.
     """
     uid = str(db.metadata.get("uid", ""))
     wanted = desired.retained_owner_references(db)
     labels = desired.labels(db)
-    if not needs_write(observed, {"metadata": {"labels": labels, "ownerReferences": wanted}}, uid):
-        return
-    await _set_owner_references(kube, db, observed, wanted, labels)
+    new_keys = {
+        key: base64.b64encode(desired.generate_password().encode()).decode()
+        for key in desired.replication_keys_to_generate(db, observed.get("data"))
+    }
+    meta_ok = not needs_write(
+        observed, {"metadata": {"labels": labels, "ownerReferences": wanted}}, uid
+    )
+    if meta_ok and not new_keys:
+        return observed
+    patch = _owner_references_patch(db, observed, wanted) | {"labels": labels}
+    body: Manifest = {"metadata": patch} | ({"data": new_keys} if new_keys else {})
     result.corrected.append("Secret")
+    return await kube.merge_patch("Secret", db.namespace, observed["metadata"]["name"], body)
 
 
-async def _set_owner_references(
-    kube: Kube,
-    db: Database,
-    observed: Manifest,
-    wanted: list[Manifest],
-    labels: dict[str, str] | None = None,
-) -> None:
-    """Our owner references on ``observed`` become ``wanted``; other owners' stay."""
+def _owner_references_patch(db: Database, observed: Manifest, wanted: list[Manifest]) -> Manifest:
+    """The metadata patch that makes our owner references on ``observed`` ``wanted`` and keeps
+    other owners'."""
     uid = str(db.metadata.get("uid", ""))
-    meta = observed["metadata"]
-    others = [ref for ref in meta.get("ownerReferences") or [] if ref.get("uid") != uid]
-    patch: Manifest = {"ownerReferences": others + wanted}
-    if labels is not None:
-        patch["labels"] = labels
-    await kube.merge_patch(observed["kind"], db.namespace, meta["name"], {"metadata": patch})
+    others = [
+        ref for ref in observed["metadata"].get("ownerReferences") or [] if ref.get("uid") != uid
+    ]
+    return {"ownerReferences": others + wanted}
 
 
 async def _ensure_children(
-    kube: Kube, db: Database, observed: Observed, checksum: str | None, result: Result
-) -> tuple[Manifest | None, Failure | None]:
-    """Write each child that is missing or differs; return the Deployment as it now is, and the
+    kube: Kube,
+    db: Database,
+    wanted: list[Manifest],
+    children: dict[ChildKey, Manifest],
+    result: Result,
+) -> Failure | None:
+    """Write each child that is missing or differs (``children`` gets what it now is); the
     first child the API server refused (e.g. a PVC whose StorageClass cannot expand)."""
-    uid = str(db.metadata.get("uid", ""))
-    deployment: Manifest | None = None
     failure: Failure | None = None
-    for manifest in desired.children(db, checksum):
-        kind = manifest["kind"]
-        current = observed.children[kind]
-        if needs_write(current, manifest, uid):
-            try:
-                current = await _write_child(kube, current, manifest, uid, result)
-            except ApiError as error:
-                if not error.refused:
-                    raise
-                failure = failure or Failure(
-                    f"{kind}Rejected",
-                    f"the API server rejected {kind} {manifest['metadata']['name']}: "
-                    f"{error.message}",
-                )
-                continue
-            spec_unchanged = db.status.observed_generation == db.metadata.get("generation")
-            if observed.children[kind] is None:
-                result.created.append(kind)
-            else:
-                result.corrected.append(kind)
-            if spec_unchanged:
-                result.drift.append(kind)
-        if kind == "Deployment":
-            deployment = current
-    return deployment, failure
+    for manifest in wanted:
+        try:
+            await _ensure_child(kube, db, manifest, children, result)
+        except ApiError as error:
+            if not error.refused:
+                raise
+            kind, name = manifest["kind"], manifest["metadata"]["name"]
+            failure = failure or Failure(
+                f"{kind}Rejected", f"the API server rejected {kind} {name}: {error.message}"
+            )
+    return failure
+
+
+async def _ensure_child(
+    kube: Kube,
+    db: Database,
+    manifest: Manifest,
+    children: dict[ChildKey, Manifest],
+    result: Result,
+) -> None:
+    """Write ``manifest`` if it is missing or differs; record what was done."""
+    key = (manifest["kind"], manifest["metadata"]["name"])
+    uid = str(db.metadata.get("uid", ""))
+    current = children.get(key)
+    if not needs_write(current, manifest, uid):
+        return
+    if current is not None and _immutable_changed(current, manifest):
+        # Only a new object can have it (a Deployment's selector, e.g. one made by 0.1.0):
+        # this one is ours, so replace it.
+        meta = current["metadata"]
+        await kube.delete(manifest["kind"], db.namespace, meta["name"], meta["uid"])
+        result.recreated.append(manifest["kind"])
+        current = None
+    children[key] = await _write_child(kube, current, manifest, uid, result)
+    (result.created if current is None else result.corrected).append(manifest["kind"])
+    if current is not None and db.status.observed_generation == db.metadata.get("generation"):
+        result.drift.append(manifest["kind"])
+
+
+#: Fields the API server will not change in place, by kind.
+IMMUTABLE: dict[str, tuple[tuple[str, ...], ...]] = {"Deployment": (("spec", "selector"),)}
+
+
+def _immutable_changed(observed: Manifest, wanted: Manifest) -> bool:
+    for path in IMMUTABLE.get(wanted["kind"], ()):
+        have: Any = observed
+        want: Any = wanted
+        for step in path:
+            have, want = (have or {}).get(step), (want or {}).get(step)
+        if not covers(have, want) or not covers(want, have):
+            return True
+    return False
+
+
+async def _remove_surplus(kube: Kube, db: Database, observed: Observed, result: Result) -> None:
+    """Delete the Database's own children that the spec no longer asks for (never a namesake)."""
+    for obj in observed.surplus:
+        if is_ours(obj, db):
+            meta = obj["metadata"]
+            if await kube.delete(obj["kind"], db.namespace, meta["name"], meta["uid"]):
+                result.removed.append(obj["kind"])
 
 
 class ChildNotConvergedError(ApiError):
@@ -437,11 +522,13 @@ async def finalize(
     run it again after any failure.
     """
     db = Database.model_validate(dict(body))
-    deployment = await kube.get("Deployment", db.namespace, db.name)
-    if deployment is not None and not is_ours(deployment, db):
-        deployment = None
     await write_status(
-        kube, db, deployment=deployment, outcome=Outcome(deleting=True), events=events, now=now()
+        kube,
+        db,
+        workloads=await observe_workloads(kube, db),
+        outcome=Outcome(deleting=True),
+        events=events,
+        now=now(),
     )
 
     done: list[str] = []
@@ -461,6 +548,7 @@ async def finalize(
                 done.append(f"deleted {kind}")
                 events("Normal", "Deleted", f"deleted {kind} {name} (deletionPolicy: Delete)")
         elif owner_refs_to(observed, uid):
-            await _set_owner_references(kube, db, observed, [])
+            patch = {"metadata": _owner_references_patch(db, observed, [])}
+            await kube.merge_patch(kind, db.namespace, name, patch)
             done.append(f"kept {kind}")
     return done

@@ -1,14 +1,17 @@
 """The Database's status, computed from what a reconcile observed: pure, no I/O, no clock.
 
-`compute_status(db, deployment, previous, outcome, now)` returns the whole new status. Given the
+`compute_status(db, workloads, previous, outcome, now)` returns the whole new status. Given the
 same inputs and an unchanged world it returns a status equal to `previous` (transition times are
 kept, `now` is used only on a flip), so the caller can skip the write when nothing changed.
 
-Inputs: ``desired`` is the Database's spec.replicas; ``rolled_out`` means the Deployment exists,
-its controller saw its current spec (status.observedGeneration >= metadata.generation), its
-spec.replicas equals the Database's, and status.updatedReplicas equals ``desired``;
-``ready`` means ``rolled_out`` and readyReplicas == availableReplicas == ``desired``;
-``was_active`` means the previous phase was Active or Degraded. Rows are checked top to bottom.
+A Database runs as a primary (Deployment `<name>`, 1 pod, 0 when spec.replicas is 0) and, for
+engines with replication and spec.replicas > 1, read replicas (Deployment `<name>-replicas`,
+spec.replicas - 1 pods). For each of the two, ``rolled_out`` means: it exists (or is absent
+and wanted with 0 pods), its controller saw its current spec (status.observedGeneration >=
+metadata.generation), its spec.replicas is what is wanted, and status.updatedReplicas too;
+``ready`` means ``rolled_out`` and readyReplicas == availableReplicas == wanted. ``all ready``:
+both ready; ``primary ready``: the primary ready with its one pod. ``was_active`` means the
+previous phase was Active or Degraded. Rows are checked top to bottom.
 
 Ready
     =================================  ======  ===============================================
@@ -16,12 +19,13 @@ Ready
     =================================  ======  ===============================================
     outcome.deleting                   False   Deleting
     outcome.failure_reason             False   <failure_reason> (message: failure_message)
-    ready, desired == 0                True    ScaledToZero
-    ready                              True    ReplicasReady ("3/3 replicas ready")
-    no Deployment, paused              False   Paused
-    no Deployment                      False   Creating
-    not rolled_out                     False   RollingOut
-    otherwise                          False   ReplicasUnavailable ("1/3 replicas ready")
+    all ready, spec.replicas == 0      True    ScaledToZero
+    all ready                          True    ReplicasReady ("3/3 replicas ready: ...")
+    was_active, primary ready          True    PrimaryReady (read replicas lost or rolling)
+    no primary, paused                 False   Paused
+    no primary                         False   Creating
+    either not rolled_out              False   RollingOut
+    otherwise                          False   ReplicasUnavailable ("the primary is not ready")
     =================================  ======  ===============================================
 
 Progressing
@@ -29,11 +33,12 @@ Progressing
     outcome.deleting                   True    Deleting
     outcome.failure_reason             False   <failure_reason>
     spec.paused                        False   Paused (children are not changed)
-    ready                              False   RolloutComplete
-    no Deployment                      True    Creating
-    not rolled_out                     True    RollingOut
+    all ready                          False   RolloutComplete
+    no primary                         True    Creating
+    either not rolled_out              True    RollingOut
     not was_active                     True    RollingOut (first pods not ready yet)
-    otherwise                          False   RolloutComplete (replicas lost, see Degraded)
+    read replicas starting, not lost   True    RollingOut (a scale-up)
+    otherwise                          False   RolloutComplete (pods lost, see Degraded)
     =================================  ======  ===============================================
 
 Degraded
@@ -41,17 +46,21 @@ Degraded
     outcome.failure_reason             True    <failure_reason>
     outcome.error_reason               True    <error_reason> (message: error_message)
     outcome.deleting                   False   Deleting
-    was_active, replicas lost          True    ReplicasUnavailable ("1/3 replicas ready")
+    was_active, primary lost           True    PrimaryUnavailable (reads and writes fail)
+    was_active, read replicas lost     True    ReplicasUnavailable ("1/2 read replicas ready")
     otherwise                          False   AsExpected
     =================================  ======  ===============================================
 
-"Replicas lost": readyReplicas fell below min(spec.replicas, the previous readyReplicas), or
-Degraded already says ReplicasUnavailable and readyReplicas is still below spec.replicas. A
-scale-up (more wanted than were ever ready) or a scale-down loses nothing.
+"Primary lost": the primary is rolled out but not ready, and the previous status had it ready
+(or Degraded already said PrimaryUnavailable). "Read replicas lost": rolled out, and ready read
+replicas fell below min(wanted, the previous ready read replicas), or Degraded already says
+ReplicasUnavailable and they are still below what is wanted. A rollout, a scale-up (more wanted
+than were ever ready) or a scale-down loses nothing.
 
-Phase: Deleting if outcome.deleting; else Failed if outcome.failure_reason; else Active if Ready;
-else Pending if it never was Active; else Degraded if the Degraded condition is True; else Active
-(a rollout or scale-up of an Active database: Ready False and Progressing True say so).
+Phase: Deleting if outcome.deleting; else Failed if outcome.failure_reason; else Degraded if the
+Degraded condition is True and the Database was Active; else Active if Ready; else Pending if it
+never was Active; else Active (a rollout or scale-up of an Active database: Ready False and
+Progressing True say so).
 
 Every condition carries observedGeneration = metadata.generation (it was evaluated for that
 generation even if its status did not change); lastTransitionTime moves only when status flips.
@@ -65,6 +74,7 @@ from typing import Any
 
 from database_operator import desired
 from database_operator.api.models import (
+    Binding,
     Condition,
     ConditionStatus,
     Database,
@@ -82,7 +92,7 @@ DELETING_MESSAGE = "the Database is being deleted"
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the reconcile found or did this round, beyond the observed Deployment."""
+    """What the reconcile found or did this round, beyond the observed workloads."""
 
     #: CamelCase reason the spec cannot be acted on (e.g. CredentialsSecretNotFound).
     failure_reason: str | None = None
@@ -92,6 +102,16 @@ class Outcome:
     #: CamelCase reason of a retryable error this round (e.g. an API error).
     error_reason: str | None = None
     error_message: str = ""
+    #: The connection Secret, once it exists (status.binding).
+    binding: str | None = None
+
+
+@dataclass(frozen=True)
+class Workloads:
+    """The Deployments as observed (camelCase wire dicts; None: absent)."""
+
+    primary: dict[str, Any] | None = None
+    replicas: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,11 +132,11 @@ def _false(reason: str, message: str = "") -> _Verdict:
 
 
 @dataclass(frozen=True)
-class _Observed:
-    """The facts about the Deployment the rules need, read once from its wire form."""
+class _Deployment:
+    """The facts about one Deployment the rules need, read once from its wire form."""
 
     exists: bool
-    desired: int
+    wanted: int
     replicas: int
     updated: int
     ready: int
@@ -125,15 +145,51 @@ class _Observed:
 
     @property
     def is_ready(self) -> bool:
-        return self.rolled_out and self.ready == self.desired and self.available == self.desired
+        return self.rolled_out and self.ready == self.wanted and self.available == self.wanted
+
+
+@dataclass(frozen=True)
+class _Observed:
+    """The primary and the read replicas, against the spec."""
+
+    primary: _Deployment
+    replicas: _Deployment
+
+    @property
+    def wanted(self) -> int:
+        return self.primary.wanted + self.replicas.wanted
+
+    @property
+    def ready(self) -> int:
+        return self.primary.ready + self.replicas.ready
+
+    @property
+    def rolled_out(self) -> bool:
+        return self.primary.rolled_out and self.replicas.rolled_out
+
+    @property
+    def all_ready(self) -> bool:
+        return self.primary.is_ready and self.replicas.is_ready
+
+    @property
+    def primary_ready(self) -> bool:
+        return self.primary.wanted == 1 and self.primary.is_ready
 
     def ready_message(self) -> str:
-        return f"{self.ready}/{self.desired} replicas ready"
+        text = f"{self.ready}/{self.wanted} replicas ready"
+        if self.replicas.wanted:
+            primary = "ready" if self.primary_ready else "not ready"
+            text += (
+                f": the primary is {primary}, "
+                f"{self.replicas.ready}/{self.replicas.wanted} read replicas ready"
+            )
+        return text
 
     def rollout_message(self) -> str:
+        updated = self.primary.updated + self.replicas.updated
         return (
-            f"rolling out: {self.updated}/{self.desired} replicas updated, "
-            f"{self.ready}/{self.desired} ready"
+            f"rolling out: {updated}/{self.wanted} replicas updated, "
+            f"{self.ready}/{self.wanted} ready"
         )
 
 
@@ -147,22 +203,21 @@ def _int_at(obj: dict[str, Any] | None, *path: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _observe(db: Database, deployment: dict[str, Any] | None) -> _Observed:
-    """Read a Deployment (camelCase wire dict, or None when it does not exist) against the spec."""
-    desired_replicas = db.spec.replicas
+def _deployment(deployment: dict[str, Any] | None, wanted: int) -> _Deployment:
+    """Read a Deployment (None when it does not exist) against the pods wanted of it."""
     generation = _int_at(deployment, "metadata", "generation") or 0
     seen_generation = _int_at(deployment, "status", "observedGeneration")
     updated = _int_at(deployment, "status", "updatedReplicas") or 0
-    rolled_out = (
+    rolled_out = (deployment is None and wanted == 0) or (
         deployment is not None
         and seen_generation is not None
         and seen_generation >= generation
-        and _int_at(deployment, "spec", "replicas") == desired_replicas
-        and updated == desired_replicas
+        and _int_at(deployment, "spec", "replicas") == wanted
+        and updated == wanted
     )
-    return _Observed(
+    return _Deployment(
         exists=deployment is not None,
-        desired=desired_replicas,
+        wanted=wanted,
         replicas=_int_at(deployment, "status", "replicas") or 0,
         updated=updated,
         ready=_int_at(deployment, "status", "readyReplicas") or 0,
@@ -171,46 +226,53 @@ def _observe(db: Database, deployment: dict[str, Any] | None) -> _Observed:
     )
 
 
-def _ready(observed: _Observed, outcome: Outcome) -> _Verdict:
+def _observe(db: Database, workloads: Workloads) -> _Observed:
+    return _Observed(
+        primary=_deployment(workloads.primary, desired.primary_count(db)),
+        replicas=_deployment(workloads.replicas, desired.read_replica_count(db)),
+    )
+
+
+def _ready(observed: _Observed, outcome: Outcome, was_active: bool) -> _Verdict:  # noqa: PLR0911
     if outcome.deleting:
         return _false("Deleting", DELETING_MESSAGE)
     if outcome.failure_reason:
         return _false(outcome.failure_reason, outcome.failure_message)
-    return _ready_from_deployment(observed, outcome.paused)
-
-
-def _ready_from_deployment(observed: _Observed, paused: bool) -> _Verdict:
-    if observed.is_ready and observed.desired == 0:
+    if observed.all_ready and observed.wanted == 0:
         return _true("ScaledToZero", "spec.replicas is 0: no database pod runs")
-    if observed.is_ready:
+    if observed.all_ready:
         return _true("ReplicasReady", observed.ready_message())
-    if not observed.exists and paused:
+    if was_active and observed.primary_ready:
+        return _true("PrimaryReady", observed.ready_message())
+    if not observed.primary.exists and outcome.paused:
         return _false("Paused", f"{PAUSED_MESSAGE}; the Deployment does not exist")
-    if not observed.exists:
+    if not observed.primary.exists:
         return _false("Creating", "the Deployment does not exist yet")
     if not observed.rolled_out:
         return _false("RollingOut", observed.rollout_message())
     return _false("ReplicasUnavailable", observed.ready_message())
 
 
-def _progressing(observed: _Observed, outcome: Outcome, was_active: bool) -> _Verdict:
+def _progressing(  # noqa: PLR0911 - a return per row of the truth table
+    observed: _Observed, outcome: Outcome, was_active: bool, previous: DatabaseStatus
+) -> _Verdict:
     if outcome.deleting:
         return _true("Deleting", DELETING_MESSAGE)
     if outcome.failure_reason:
         return _false(outcome.failure_reason, outcome.failure_message)
     if outcome.paused:
         return _false("Paused", PAUSED_MESSAGE)
-    return _progressing_from_deployment(observed, was_active)
-
-
-def _progressing_from_deployment(observed: _Observed, was_active: bool) -> _Verdict:
-    if observed.is_ready:
-        return _false("RolloutComplete", "the Deployment is rolled out")
-    if not observed.exists:
+    if observed.all_ready:
+        return _false("RolloutComplete", "the Deployments are rolled out")
+    if not observed.primary.exists:
         return _true("Creating", "creating the Deployment and its Service")
     if not observed.rolled_out or not was_active:
         return _true("RollingOut", observed.rollout_message())
-    return _false("RolloutComplete", f"the Deployment is rolled out; {observed.ready_message()}")
+    if observed.replicas.ready < observed.replicas.wanted and not _lost_read_replicas(
+        observed, previous
+    ):
+        return _true("RollingOut", f"read replicas starting: {observed.ready_message()}")
+    return _false("RolloutComplete", f"the Deployments are rolled out; {observed.ready_message()}")
 
 
 def _degraded(
@@ -222,22 +284,41 @@ def _degraded(
         return _true(outcome.error_reason, outcome.error_message)
     if outcome.deleting:
         return _false("Deleting", DELETING_MESSAGE)
-    if was_active and _lost_replicas(observed, previous):
-        return _true("ReplicasUnavailable", observed.ready_message())
+    if was_active and _lost_primary(observed, previous):
+        return _true(
+            "PrimaryUnavailable",
+            "the primary is not ready: reads and writes through the Database's Service fail"
+            + ("; the read replicas serve reads" if observed.replicas.ready else ""),
+        )
+    if was_active and _lost_read_replicas(observed, previous):
+        return _true(
+            "ReplicasUnavailable",
+            f"{observed.replicas.ready}/{observed.replicas.wanted} read replicas ready",
+        )
     return _false("AsExpected", "")
 
 
-def _lost_replicas(observed: _Observed, previous: DatabaseStatus) -> bool:
-    """Ready replicas dropped below what was ready and is still wanted, or stay below after a
-    drop. Scaling up (more wanted than ever ready) and scaling down lose nothing."""
-    if observed.ready >= observed.desired:
+def _still_degraded(previous: DatabaseStatus, reason: str) -> bool:
+    found = next((c for c in previous.conditions or [] if c.type == DEGRADED), None)
+    return bool(found and found.status is ConditionStatus.TRUE and found.reason == reason)
+
+
+def _lost_primary(observed: _Observed, previous: DatabaseStatus) -> bool:
+    primary = observed.primary
+    if primary.wanted == 0 or not primary.rolled_out or primary.is_ready:
         return False
-    before = previous.ready_replicas or 0
-    if observed.ready < min(observed.desired, before):
-        return True
-    still = next((c for c in previous.conditions or [] if c.type == DEGRADED), None)
-    return bool(
-        still and still.status is ConditionStatus.TRUE and still.reason == "ReplicasUnavailable"
+    return bool(previous.primary_ready) or _still_degraded(previous, "PrimaryUnavailable")
+
+
+def _lost_read_replicas(observed: _Observed, previous: DatabaseStatus) -> bool:
+    """Ready read replicas dropped below what was ready and is still wanted, or stay below
+    after a drop. Scaling up (more wanted than ever ready) and scaling down lose nothing."""
+    replicas = observed.replicas
+    if not replicas.rolled_out or replicas.ready >= replicas.wanted:
+        return False
+    before = previous.ready_read_replicas or 0
+    return replicas.ready < min(replicas.wanted, before) or _still_degraded(
+        previous, "ReplicasUnavailable"
     )
 
 
@@ -246,13 +327,13 @@ def _phase(ready: _Verdict, degraded: _Verdict, outcome: Outcome, was_active: bo
         return Phase.DELETING
     if outcome.failure_reason:
         return Phase.FAILED
+    if was_active and degraded.status is ConditionStatus.TRUE:
+        return Phase.DEGRADED
     if ready.status is ConditionStatus.TRUE:
         return Phase.ACTIVE
-    if not was_active:
-        return Phase.PENDING
-    # A rollout or scale-up of an Active database keeps it Active (Ready False, Progressing
-    # True say what is going on); only lost replicas or failing reconciles make it Degraded.
-    return Phase.DEGRADED if degraded.status is ConditionStatus.TRUE else Phase.ACTIVE
+    # Never active: Pending. Active before: a rollout or scale-up keeps it Active (Ready False,
+    # Progressing True say what is going on); only lost pods or failing reconciles degrade it.
+    return Phase.ACTIVE if was_active else Phase.PENDING
 
 
 def set_condition(conditions: list[Condition], new: Condition) -> list[Condition]:
@@ -288,21 +369,21 @@ def _seconds(now: datetime) -> datetime:
 
 def compute_status(
     db: Database,
-    deployment: dict[str, Any] | None,
+    workloads: Workloads,
     previous: DatabaseStatus,
     outcome: Outcome,
     now: datetime,
 ) -> DatabaseStatus:
     """The new status of `db` (see the module docstring for the rules).
 
-    `deployment` is the observed Deployment as a camelCase wire dict (None: it does not exist);
-    `previous` is the status now stored; `now` is a timezone-aware time used only for flips.
+    `workloads` are the observed Deployments; `previous` is the status now stored; `now` is a
+    timezone-aware time used only for flips.
     """
-    observed = _observe(db, deployment)
+    observed = _observe(db, workloads)
     was_active = previous.phase in (Phase.ACTIVE, Phase.DEGRADED)
     verdicts = {
-        READY: _ready(observed, outcome),
-        PROGRESSING: _progressing(observed, outcome, was_active),
+        READY: _ready(observed, outcome, was_active),
+        PROGRESSING: _progressing(observed, outcome, was_active, previous),
         DEGRADED: _degraded(observed, outcome, was_active, previous),
     }
     generation = _generation(db)
@@ -320,14 +401,20 @@ def compute_status(
                 message=verdict.message,
             ),
         )
+    replicated = observed.replicas.wanted > 0
     return DatabaseStatus(
         observed_generation=generation,
         phase=_phase(verdicts[READY], verdicts[DEGRADED], outcome, was_active),
         version=desired.resolved_version(db),
-        replicas=observed.replicas,
+        replicas=observed.primary.replicas + observed.replicas.replicas,
         ready_replicas=observed.ready,
+        primary_ready=observed.primary_ready,
+        read_replicas=observed.replicas.wanted,
+        ready_read_replicas=observed.replicas.ready,
         selector=desired.selector_string(db),
         endpoint=desired.endpoint(db),
+        read_endpoint=desired.read_endpoint(db) if replicated else None,
         credentials_secret=desired.credentials_secret_name(db),
+        binding=Binding(name=outcome.binding) if outcome.binding else None,
         conditions=conditions,
     )

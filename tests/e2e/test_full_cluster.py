@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.cluster import Cluster, condition, wait_for
@@ -68,26 +69,45 @@ def test_a_database_becomes_ready_through_real_pods(
     )
 
 
-def test_kubectl_scale_leads_to_ready_pods(
-    full_cluster: Cluster, e2e_namespace: str, e2e_operator: OperatorProcess
-) -> None:
-    full_cluster.create_db(e2e_namespace, "cache", {"engine": "redis"})
-    wait_phase(full_cluster, e2e_namespace, "cache", "Active")
+def pods_of(cluster: Cluster, namespace: str, name: str, role: str) -> list[Any]:
+    return [
+        pod
+        for pod in ready_pods(cluster, namespace, name)
+        if pod.metadata.labels.get("databases.example.com/role") == role
+    ]
 
-    full_cluster.kubectl("scale", "db/cache", "-n", e2e_namespace, "--replicas=3")
+
+@pytest.mark.parametrize("engine", ["redis", "postgres"])
+def test_kubectl_scale_adds_read_replicas_that_become_ready(
+    full_cluster: Cluster, e2e_namespace: str, e2e_operator: OperatorProcess, engine: str
+) -> None:
+    name = f"scaled-{engine}"
+    full_cluster.create_db(e2e_namespace, name, {"engine": engine, "storage": {"size": "1Gi"}})
+    wait_phase(full_cluster, e2e_namespace, name, "Active")
+
+    full_cluster.kubectl("scale", f"db/{name}", "-n", e2e_namespace, "--replicas=3")
 
     def scaled() -> dict[str, Any] | None:
-        db = db_state(full_cluster, e2e_namespace, "cache")
+        db = db_state(full_cluster, e2e_namespace, name)
         ready = (condition(db, "Ready") or {}).get("status") == "True"
-        return db if ready and db["status"].get("readyReplicas") == 3 else None
+        return db if ready and db["status"].get("readyReadReplicas") == 2 else None
 
-    db = wait_for(scaled, timeout=60, what="3 ready replicas")
+    db = wait_for(scaled, timeout=60, what="two ready read replicas")
     assert db["status"]["phase"] == "Active"
-    assert len(ready_pods(full_cluster, e2e_namespace, "cache")) == 3
+    assert db["status"]["readyReplicas"] == 3
+    assert len(pods_of(full_cluster, e2e_namespace, name, "primary")) == 1
+    replicas = pods_of(full_cluster, e2e_namespace, name, "replica")
+    assert len(replicas) == 2
+    # Only the primary holds the volume; replicas clone it into ephemeral storage.
+    assert all(pod.spec.volumes[0].empty_dir is not None for pod in replicas)
     scale = full_cluster.custom.get_namespaced_custom_object_scale(
-        "databases.example.com", "v1", e2e_namespace, "databases", "cache"
+        "databases.example.com", "v1", e2e_namespace, "databases", name
     )
     assert scale["status"]["replicas"] == 3
+    # The read-only Service selects the read replicas' pods.
+    endpoints = full_cluster.core.read_namespaced_endpoints(f"{name}-replicas", e2e_namespace)
+    addresses = [a for subset in endpoints.subsets or [] for a in subset.addresses or []]
+    assert len(addresses) == 2
 
 
 def test_deletion_garbage_collects_children_and_retain_keeps_the_data(
@@ -139,29 +159,42 @@ def test_deletion_garbage_collects_children_and_retain_keeps_the_data(
 SIMULATE = "database-operator.example.com/simulate"
 
 
-def test_pods_losing_readiness_degrade_the_database_until_they_are_ready_again(
+def simulate(cluster: Cluster, namespace: str, pod: str, state: str | None) -> None:
+    """The simulated kubelet marks a pod not ready, and ready again (kwok stages of ours)."""
+    cluster.core.patch_namespaced_pod(
+        pod, namespace, {"metadata": {"annotations": {SIMULATE: state}}}
+    )
+
+
+def test_a_lost_read_replica_degrades_and_a_lost_primary_is_not_ready(
     full_cluster: Cluster, e2e_namespace: str, e2e_operator: OperatorProcess
 ) -> None:
-    full_cluster.create_db(e2e_namespace, "db", {"engine": "redis", "replicas": 2})
+    full_cluster.create_db(e2e_namespace, "db", {"engine": "redis", "replicas": 3})
     wait_phase(full_cluster, e2e_namespace, "db", "Active")
-    pods = ready_pods(full_cluster, e2e_namespace, "db")
-    assert len(pods) == 2
+    replica = pods_of(full_cluster, e2e_namespace, "db", "replica")[0].metadata.name
+    primary = pods_of(full_cluster, e2e_namespace, "db", "primary")[0].metadata.name
 
-    # The simulated kubelet marks one pod not ready (a kwok stage of ours, by annotation).
-    lost = pods[0].metadata.name
-    full_cluster.core.patch_namespaced_pod(
-        lost, e2e_namespace, {"metadata": {"annotations": {SIMULATE: "not-ready"}}}
-    )
+    simulate(full_cluster, e2e_namespace, replica, "not-ready")
     degraded = wait_phase(full_cluster, e2e_namespace, "db", "Degraded")
-    reported = condition(degraded, "Degraded")
-    assert reported is not None
-    assert (reported["status"], reported["reason"]) == ("True", "ReplicasUnavailable")
-    assert "1/2" in reported["message"]
-    assert (condition(degraded, "Ready") or {}).get("status") == "False"
+    reported = condition(degraded, "Degraded") or {}
+    assert (reported.get("status"), reported.get("reason")) == ("True", "ReplicasUnavailable")
+    assert reported.get("message") == "1/2 read replicas ready"
+    assert (condition(degraded, "Ready") or {}).get("status") == "True", "the primary serves"
+    simulate(full_cluster, e2e_namespace, replica, None)
+    wait_phase(full_cluster, e2e_namespace, "db", "Active")
 
-    full_cluster.core.patch_namespaced_pod(
-        lost, e2e_namespace, {"metadata": {"annotations": {SIMULATE: None}}}
-    )
+    simulate(full_cluster, e2e_namespace, primary, "not-ready")
+
+    def primary_lost() -> dict[str, Any] | None:
+        db = db_state(full_cluster, e2e_namespace, "db")
+        return (
+            db if (condition(db, "Degraded") or {}).get("reason") == "PrimaryUnavailable" else None
+        )
+
+    lost = wait_for(primary_lost, timeout=60, what="the primary to be reported lost")
+    assert lost["status"]["phase"] == "Degraded"
+    assert (condition(lost, "Ready") or {}).get("status") == "False"
+    simulate(full_cluster, e2e_namespace, primary, None)
     recovered = wait_phase(full_cluster, e2e_namespace, "db", "Active")
-    assert recovered["status"]["readyReplicas"] == 2
+    assert recovered["status"]["readyReplicas"] == 3
     assert (condition(recovered, "Degraded") or {}).get("status") == "False"

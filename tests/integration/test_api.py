@@ -11,6 +11,15 @@ from kubernetes.client.exceptions import ApiException
 from tests.cluster import GROUP, PLURAL, VERSION, Cluster
 
 API_FIELDS = [
+    "parameters",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "topologySpreadConstraints",
+    "priorityClassName",
+    "podAnnotations",
+    "podLabels",
+    "serviceAnnotations",
     "engine",
     "version",
     "image",
@@ -67,6 +76,26 @@ def test_unknown_fields_are_pruned(cluster: Cluster, namespace: str) -> None:
     assert created["spec"]["storage"] == {"size": "1Gi"}
 
 
+def test_postgres_and_redis_take_read_replicas_with_storage(
+    cluster: Cluster, namespace: str
+) -> None:
+    # The volume belongs to the primary alone; read replicas clone it.
+    for engine in ("postgres", "redis"):
+        cluster.create_db(
+            namespace, engine, {"engine": engine, "replicas": 3, "storage": {"size": "1Gi"}}
+        )
+
+
+def test_a_setting_the_operator_owns_is_refused_by_name(cluster: Cluster, namespace: str) -> None:
+    status, message = rejection(
+        lambda: cluster.create_db(
+            namespace, "bad", {"parameters": {"max_connections": "9", "HBA_FILE": "/x"}}
+        )
+    )
+    assert status == 422
+    assert "spec.parameters.HBA_FILE is set by the operator for postgres" in message
+
+
 def test_kubectl_get_shows_the_printer_columns(cluster: Cluster, namespace: str) -> None:
     cluster.create_db(namespace, "shown", {"engine": "redis", "replicas": 2})
     table = cluster.kubectl("get", "db", "-n", namespace).splitlines()
@@ -100,7 +129,34 @@ INVALID_AT_CREATE: list[tuple[str, dict[str, Any], str]] = [
     ("malformed storage size", {"storage": {"size": "ten gigs"}}, "spec.storage.size"),
     ("storage without size", {"storage": {}}, "spec.storage.size"),
     ("malformed memory request", {"resources": {"requests": {"memory": "lots"}}}, "spec.resources"),
-    ("two replicas with storage", {"replicas": 2, "storage": {"size": "1Gi"}}, "spec.replicas"),
+    ("mysql with read replicas", {"engine": "mysql", "replicas": 2}, "spec.replicas"),
+    ("a zero storage size", {"storage": {"size": "0"}}, "spec.storage.size"),
+    (
+        "a storage class that is no name",
+        {"storage": {"size": "1Gi", "storageClassName": "Bad_X"}},
+        "spec.storage.storageClassName",
+    ),
+    ("a setting the operator owns", {"parameters": {"Port": "5433"}}, "spec.parameters"),
+    (
+        "a redis setting it owns",
+        {"engine": "redis", "parameters": {"requirepass": "x"}},
+        "spec.parameters",
+    ),
+    (
+        "a pod label it selects by",
+        {"podLabels": {"app.kubernetes.io/instance": "x"}},
+        "spec.podLabels",
+    ),
+    (
+        "a toleration with a bad effect",
+        {"tolerations": [{"effect": "Sometimes"}]},
+        "spec.tolerations",
+    ),
+    (
+        "a spread without its key",
+        {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]},
+        "spec.topologySpreadConstraints",
+    ),
     ("unknown service type", {"serviceType": "Headless"}, "spec.serviceType"),
     ("unknown deletion policy", {"deletionPolicy": "Destroy"}, "spec.deletionPolicy"),
     ("paused of the wrong type", {"paused": "yes"}, "spec.paused"),
@@ -141,7 +197,7 @@ INVALID_UPDATES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "spec.storage.storageClassName",
     ),
     ("removing storage", {"storage": {"size": "1Gi"}}, {"storage": None}, "spec.storage"),
-    ("scaling out with storage", {"storage": {"size": "1Gi"}}, {"replicas": 2}, "spec.replicas"),
+    ("scaling mysql out", {"engine": "mysql"}, {"replicas": 2}, "spec.replicas"),
 ]
 
 
@@ -165,6 +221,15 @@ def test_storage_may_grow_and_get_a_class(cluster: Cluster, namespace: str) -> N
         namespace, "growing", {"spec": {"storage": {"size": "1536Mi", "storageClassName": "fast"}}}
     )
     assert grown["spec"]["storage"] == {"size": "1536Mi", "storageClassName": "fast"}
+
+
+def test_scaling_mysql_out_through_the_scale_subresource_is_refused_too(
+    cluster: Cluster, namespace: str
+) -> None:
+    cluster.create_db(namespace, "single", {"engine": "mysql"})
+    out = cluster.kubectl("scale", "db/single", "-n", namespace, "--replicas=2", check=False)
+    assert "replicas must be 0 or 1 for mysql" in out
+    assert cluster.get_db(namespace, "single")["spec"]["replicas"] == 1
 
 
 def test_kubectl_scale_uses_the_scale_subresource(cluster: Cluster, namespace: str) -> None:

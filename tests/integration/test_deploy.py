@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.cluster import Cluster, play_kubelet, wait_for
+from tests.cluster import Cluster, report_pods, wait_for
 from tests.controlplane import ROOT, free_port, temporary_control_plane
 from tests.integration.conftest import OperatorProcess, start_operator
 
@@ -46,7 +46,7 @@ class Kubelet:
                         (status.ready_replicas or 0) != (deployment.spec.replicas or 0)
                     ):
                         try:
-                            play_kubelet(self.cluster, namespace, deployment.metadata.name)
+                            report_pods(self.cluster, namespace, deployment.metadata.name, None)
                         except ApiException:  # raced a change: the next round catches up
                             continue
 

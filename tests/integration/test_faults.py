@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from tests.cluster import Cluster, request_counts, wait_for
 from tests.controlplane import ControlPlane, install_crds
@@ -101,6 +102,14 @@ def spec_for(index: int) -> dict[str, Any]:
     return spec
 
 
+def read_replicas(cluster: Cluster, namespace: str, name: str) -> int | None:
+    try:
+        found = cluster.apps.read_namespaced_deployment(f"{name}-replicas", namespace)
+    except client.ApiException:
+        return None
+    return int(found.spec.replicas)
+
+
 def databases(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]]:
     items = cluster.custom.list_namespaced_custom_object(
         "databases.example.com", "v1", namespace, "databases"
@@ -126,10 +135,13 @@ def assert_children_are_whole(cluster: Cluster, namespace: str, exact: bool = Tr
         if db["spec"].get("storage"):
             cluster.core.read_namespaced_persistent_volume_claim(f"{name}-data", namespace)
     if exact:
+        expected = sorted(
+            [*dbs] + [f"{name}-replicas" for name, db in dbs.items() if db["spec"]["replicas"] > 1]
+        )
         deployments = cluster.apps.list_namespaced_deployment(namespace).items
         services = cluster.core.list_namespaced_service(namespace).items
-        assert sorted(d.metadata.name for d in deployments) == sorted(dbs)
-        assert sorted(s.metadata.name for s in services) == sorted(dbs)
+        assert sorted(d.metadata.name for d in deployments) == expected
+        assert sorted(s.metadata.name for s in services) == expected
 
 
 # --- a finalizer that cannot be removed at first -------------------------------------------------
@@ -211,9 +223,9 @@ def test_the_operator_recovers_from_an_apiserver_restart_without_restarting(
         faulty.patch_db(ns, "db", {"spec": {"replicas": 2}})
         faulty.create_db(ns, "after", {"engine": "postgres"})
         wait_for(
-            lambda: faulty.apps.read_namespaced_deployment("db", ns).spec.replicas == 2,
+            lambda: read_replicas(faulty, ns, "db") == 1,
             timeout=90,
-            what="the change made after the restart to reach the Deployment",
+            what="the change made after the restart to reach the read replicas",
         )
         wait_for(lambda: all_observed(faulty, ns), timeout=90, what="both Databases reconciled")
         print(

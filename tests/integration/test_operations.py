@@ -66,7 +66,8 @@ def test_every_log_line_is_json_and_reconcile_lines_name_the_object(
         assert line["generation"] == 1
         assert line["result"] == "success"
     created = [line for line in operator.reconciles("db") if line["children_created"]]
-    assert created[0]["children_created"] == ["Secret", "Deployment", "Service"]
+    # The credentials, the workload, its Service, the connection Secret.
+    assert created[0]["children_created"] == ["Secret", "Deployment", "Service", "Secret"]
     assert created[0]["level"] == "info"
 
 

@@ -27,7 +27,7 @@ import yaml
 from kubernetes import client
 
 from database_operator import rbac
-from tests.cluster import Cluster, play_kubelet
+from tests.cluster import Cluster, play_kubelet, wait_for
 from tests.controlplane import ROOT, install_crds, temporary_control_plane
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
 from tests.integration.test_reconcile import phase_is, wait_for_status
@@ -181,14 +181,25 @@ def start_as_deployed(
 
 
 def reconciles_to_active(cluster: Cluster, namespace: str, name: str) -> None:
-    """A Database gets its children and status, and goes Active once its pods are ready."""
-    cluster.create_db(namespace, name, {"engine": "redis"})
+    """A Database gets its children and status, goes Active once its pods are ready, and loses
+    its read replicas' Deployment and Service when scaled down to its primary."""
+    cluster.create_db(namespace, name, {"engine": "redis", "replicas": 2})
     wait_for_status(cluster, namespace, name, "phase Pending", phase_is("Pending"))
-    cluster.apps.read_namespaced_deployment(name, namespace)
-    cluster.core.read_namespaced_service(name, namespace)
-    cluster.core.read_namespaced_secret(f"{name}-credentials", namespace)
+    for deployment in (name, f"{name}-replicas"):
+        cluster.apps.read_namespaced_deployment(deployment, namespace)
+        cluster.core.read_namespaced_service(deployment, namespace)
+    for secret in ("credentials", "connection"):
+        cluster.core.read_namespaced_secret(f"{name}-{secret}", namespace)
     play_kubelet(cluster, namespace, name)
     wait_for_status(cluster, namespace, name, "phase Active", phase_is("Active"))
+    cluster.patch_db(namespace, name, {"spec": {"replicas": 1}})
+
+    def read_replicas_gone() -> bool:
+        return not_found(
+            lambda: cluster.apps.read_namespaced_deployment(f"{name}-replicas", namespace)
+        ) and not_found(lambda: cluster.core.read_namespaced_service(f"{name}-replicas", namespace))
+
+    wait_for(read_replicas_gone, what="the read replicas' Deployment and Service to go")
 
 
 def denied_lines(operator: OperatorProcess) -> list[str]:

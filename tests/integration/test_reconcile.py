@@ -19,6 +19,7 @@ from kubernetes import client
 from tests.cluster import Cluster, condition, play_kubelet, wait_for, write_requests
 from tests.integration.conftest import RESYNC_S, OperatorProcess
 
+ROLE = "databases.example.com/role"
 LABELS = {
     "app.kubernetes.io/name": "postgres",
     "app.kubernetes.io/instance": "db",
@@ -82,7 +83,7 @@ def test_create_makes_children_and_status_goes_pending_then_active(
     assert container.image == "docker.io/library/postgres:16"
     assert container.readiness_probe is not None
     assert container.liveness_probe is not None
-    assert deployment.spec.template.metadata.labels == LABELS
+    assert deployment.spec.template.metadata.labels == {**LABELS, ROLE: "primary"}
     assert pvc.spec.resources.requests["storage"] == "1Gi"
 
     play_kubelet(cluster, namespace, "db")
@@ -168,19 +169,25 @@ def test_spec_changes_reach_the_children_and_generations_follow(
 def test_drift_is_put_back_within_one_resync(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    cluster.create_db(namespace, "db", {"replicas": 2})
+    cluster.create_db(namespace, "db", {"replicas": 3})
     wait_for_status(cluster, namespace, "db", "first reconcile", observed)
 
     cluster.core.delete_namespaced_service("db", namespace)
     cluster.apps.patch_namespaced_deployment_scale("db", namespace, {"spec": {"replicas": 5}})
+    cluster.apps.delete_namespaced_deployment("db-replicas", namespace)
 
     def repaired() -> bool:
         try:
             service = cluster.core.read_namespaced_service("db", namespace)
+            replicas = cluster.apps.read_namespaced_deployment("db-replicas", namespace)
         except client.ApiException:
             return False
         deployment = cluster.apps.read_namespaced_deployment("db", namespace)
-        return bool(service.metadata.labels == {**LABELS} and deployment.spec.replicas == 2)
+        return bool(
+            service.metadata.labels == {**LABELS}
+            and deployment.spec.replicas == 1
+            and replicas.spec.replicas == 2
+        )
 
     wait_for(repaired, timeout=RESYNC_S * 2 + 5, what="the Service and replicas to be put back")
 
@@ -210,10 +217,14 @@ def test_fields_owned_by_others_survive(
     cluster.apps.patch_namespaced_deployment(
         "db", namespace, {"metadata": {"annotations": {"example.com/owner": "team-a"}}}
     )
-    cluster.patch_db(namespace, "db", {"spec": {"replicas": 3}})
+    cluster.patch_db(namespace, "db", {"spec": {"version": "17"}})
     wait_for(
-        lambda: cluster.apps.read_namespaced_deployment("db", namespace).spec.replicas == 3,
-        what="replicas 3",
+        lambda: (
+            cluster.apps.read_namespaced_deployment("db", namespace)
+            .spec.template.spec.containers[0]
+            .image.endswith(":17")
+        ),
+        what="version 17",
     )
     deployment = cluster.apps.read_namespaced_deployment("db", namespace)
     assert deployment.metadata.annotations["example.com/owner"] == "team-a"
@@ -222,17 +233,17 @@ def test_fields_owned_by_others_survive(
 def test_lost_readiness_degrades_and_recovers_with_exact_transition_times(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    cluster.create_db(namespace, "db", {"replicas": 2, "engine": "redis"})
+    cluster.create_db(namespace, "db", {"engine": "redis"})
     wait_for_status(cluster, namespace, "db", "first reconcile", observed)
     play_kubelet(cluster, namespace, "db")
     active = wait_for_status(cluster, namespace, "db", "Active", phase_is("Active"))
 
-    play_kubelet(cluster, namespace, "db", ready=1)
+    play_kubelet(cluster, namespace, "db", ready=0)
     degraded = wait_for_status(cluster, namespace, "db", "Degraded", phase_is("Degraded"))
     lost = condition(degraded, "Degraded")
     assert lost is not None
-    assert (lost["status"], lost["reason"]) == ("True", "ReplicasUnavailable")
-    assert "1/2" in lost["message"]
+    assert (lost["status"], lost["reason"]) == ("True", "PrimaryUnavailable")
+    assert (condition(degraded, "Ready") or {}).get("status") == "False"
 
     play_kubelet(cluster, namespace, "db")
     recovered = wait_for_status(cluster, namespace, "db", "Active again", phase_is("Active"))
@@ -251,6 +262,28 @@ def test_lost_readiness_degrades_and_recovers_with_exact_transition_times(
     # A resync with nothing changed moves nothing.
     wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
     assert times(cluster.get_db(namespace, "db")) == after
+
+
+def test_a_lost_read_replica_degrades_while_the_database_stays_ready(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    cluster.create_db(namespace, "db", {"engine": "redis", "replicas": 3})
+    wait_for_status(cluster, namespace, "db", "first reconcile", observed)
+    play_kubelet(cluster, namespace, "db")
+    active = wait_for_status(cluster, namespace, "db", "Active", phase_is("Active"))
+    assert (active["status"]["readyReplicas"], active["status"]["readyReadReplicas"]) == (3, 2)
+    assert active["status"]["readEndpoint"] == f"db-replicas.{namespace}.svc:6379"
+
+    play_kubelet(cluster, namespace, "db", replicas_ready=1)
+    degraded = wait_for_status(cluster, namespace, "db", "Degraded", phase_is("Degraded"))
+    assert (condition(degraded, "Ready") or {}).get("status") == "True"
+    lost = condition(degraded, "Degraded") or {}
+    assert (lost.get("reason"), lost.get("message")) == (
+        "ReplicasUnavailable",
+        "1/2 read replicas ready",
+    )
+    play_kubelet(cluster, namespace, "db")
+    wait_for_status(cluster, namespace, "db", "Active again", phase_is("Active"))
 
 
 def test_paused_database_changes_no_child_and_says_so(
@@ -273,9 +306,16 @@ def test_paused_database_changes_no_child_and_says_so(
 
     cluster.patch_db(namespace, "db", {"spec": {"paused": False}})
     wait_for(
-        lambda: cluster.apps.read_namespaced_deployment("db", namespace).spec.replicas == 4,
-        what="the unpaused spec to reach the Deployment",
+        lambda: replicas_of(cluster, namespace, "db-replicas") == 3,
+        what="the unpaused spec to reach the read replicas",
     )
+
+
+def replicas_of(cluster: Cluster, namespace: str, name: str) -> int | None:
+    try:
+        return int(cluster.apps.read_namespaced_deployment(name, namespace).spec.replicas)
+    except client.ApiException:
+        return None
 
 
 def events_for(cluster: Cluster, namespace: str, name: str) -> list[Any]:
@@ -338,7 +378,7 @@ def test_generated_password_is_made_once_and_never_logged(
     password = base64.b64decode(secret.data["password"]).decode()
     assert len(password) >= 24
 
-    cluster.patch_db(namespace, "db", {"spec": {"replicas": 2}})
+    cluster.patch_db(namespace, "db", {"spec": {"port": 13306}})
     wait_for_status(cluster, namespace, "db", "generation 2", observed)
     wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
     again = cluster.core.read_namespaced_secret("db-credentials", namespace)

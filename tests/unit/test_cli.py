@@ -26,9 +26,26 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_render_prints_every_child_and_no_password(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", "-f", str(SAMPLES / "postgres.yaml")]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [d["kind"] for d in docs] == ["Secret", "Deployment", "Service", "PersistentVolumeClaim"]
-    assert docs[0]["data"] == {"username": "<generated>", "password": "<generated>"}
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("Secret", "orders-credentials"),
+        ("Deployment", "orders"),
+        ("Service", "orders"),
+        ("Deployment", "orders-replicas"),
+        ("Service", "orders-replicas"),
+        ("PersistentVolumeClaim", "orders-data"),
+        ("Secret", "orders-connection"),
+    ]
+    assert docs[0]["data"] == {
+        "username": "<generated>",
+        "password": "<generated>",
+        "replication-password": "<generated>",
+    }
     assert {d["metadata"]["namespace"] for d in docs} == {"default"}
+    connection = docs[-1]["stringData"]
+    assert connection["uri"] == (
+        "postgresql://<username>:<from the credentials Secret>@orders.default.svc:5432/<username>"
+    )
+    assert connection["password"] == "<from the credentials Secret>"
 
 
 def test_render_with_a_credentials_ref_prints_no_secret(
@@ -41,7 +58,7 @@ def test_render_with_a_credentials_ref_prints_no_secret(
     )
     assert main(["render", "-f", str(db)]) == 0
     kinds = [d["kind"] for d in yaml.safe_load_all(capsys.readouterr().out)]
-    assert kinds == ["Deployment", "Service"]
+    assert kinds == ["Deployment", "Service", "Secret"], "the connection Secret, not credentials"
 
 
 def test_render_names_the_bad_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

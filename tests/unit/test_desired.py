@@ -71,7 +71,7 @@ def test_selector_string_is_sorted_key_value_pairs() -> None:
 
 def test_every_child_and_the_pod_template_carry_the_labels() -> None:
     db = make_db(storage={"size": "1Gi"})
-    objects = [*desired.children(db), desired.secret(db, "pw")]
+    objects = [*desired.children(db), desired.secret(db, "pw", "rpw")]
     assert {obj["kind"] for obj in objects} == {
         "Deployment",
         "Service",
@@ -81,7 +81,10 @@ def test_every_child_and_the_pod_template_carry_the_labels() -> None:
     for obj in objects:
         assert obj["metadata"]["labels"] == STANDARD_LABELS, obj["kind"]
         assert obj["metadata"]["namespace"] == "prod"
-    assert desired.deployment(db)["spec"]["template"]["metadata"]["labels"] == STANDARD_LABELS
+    assert desired.deployment(db)["spec"]["template"]["metadata"]["labels"] == {
+        **STANDARD_LABELS,
+        "databases.example.com/role": "primary",
+    }
 
 
 @pytest.mark.parametrize(
@@ -144,7 +147,7 @@ def test_pvc_and_secret_are_owned_with_deletion_policy_delete() -> None:
     db = make_db(deletionPolicy="Delete", storage={"size": "1Gi"})
     claim = desired.pvc(db)
     assert claim is not None
-    for obj in (claim, desired.secret(db, "pw")):
+    for obj in (claim, desired.secret(db, "pw", "rpw")):
         assert obj["metadata"]["ownerReferences"] == [{**OWNER, "controller": False}]
 
 
@@ -152,28 +155,33 @@ def test_pvc_and_secret_are_not_owned_with_deletion_policy_retain() -> None:
     db = make_db(storage={"size": "1Gi"})
     claim = desired.pvc(db)
     assert claim is not None
-    for obj in (claim, desired.secret(db, "pw")):
+    for obj in (claim, desired.secret(db, "pw", "rpw")):
         assert "ownerReferences" not in obj["metadata"]
 
 
 def test_without_a_uid_there_are_no_owner_references() -> None:
     db = make_db(uid=None, deletionPolicy="Delete", storage={"size": "1Gi"})
-    for obj in [*desired.children(db), desired.secret(db, "pw")]:
+    for obj in [*desired.children(db), desired.secret(db, "pw", "rpw")]:
         assert "ownerReferences" not in obj["metadata"], obj["kind"]
 
 
 # --- deployment -----------------------------------------------------------------------------
 
 
-def test_deployment_is_named_after_the_database_and_selects_its_pods() -> None:
+def test_the_primary_deployment_is_named_after_the_database_and_runs_one_pod() -> None:
     deployment = desired.deployment(make_db(replicas=3))
     assert deployment["apiVersion"] == "apps/v1"
     assert deployment["kind"] == "Deployment"
     assert deployment["metadata"]["name"] == "shop"
-    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["selector"] == {
-        "matchLabels": {"app.kubernetes.io/name": "postgres", "app.kubernetes.io/instance": "shop"}
+        "matchLabels": {
+            "app.kubernetes.io/name": "postgres",
+            "app.kubernetes.io/instance": "shop",
+            "databases.example.com/role": "primary",
+        }
     }
+    assert desired.deployment(make_db(replicas=0))["spec"]["replicas"] == 0
 
 
 def test_deployment_selector_matches_the_pod_template() -> None:
@@ -205,10 +213,16 @@ def test_credentials_come_from_the_secret_by_reference(engine: Engine) -> None:
     from_secret = {
         item["name"]: item["valueFrom"]["secretKeyRef"] for item in env if "valueFrom" in item
     }
-    assert from_secret == {
+    required = {
         var: {"name": "shop-credentials", "key": key}
         for var, key in ENGINES[engine].secret_env.items()
     }
+    # The replication password is optional: a single instance runs without it.
+    optional = {
+        var: {"name": "shop-credentials", "key": key, "optional": True}
+        for var, key in ENGINES[engine].replication_env.items()
+    }
+    assert from_secret == required | optional
 
 
 def test_env_reads_a_referenced_secret() -> None:
@@ -234,15 +248,29 @@ def test_no_password_appears_outside_the_secret() -> None:
 
 def test_redis_args_reference_the_env_not_the_password() -> None:
     assert container(make_db(engine="redis"))["args"] == [
+        "--port",
+        "6379",
         "--requirepass",
+        "$(REDIS_PASSWORD)",
+        "--masterauth",
         "$(REDIS_PASSWORD)",
         "--dir",
         "/data",
     ]
 
 
-def test_postgres_has_no_args() -> None:
-    assert "args" not in container(make_db(engine="postgres"))
+def test_postgres_runs_the_images_entrypoint_and_sets_up_replication_after_start() -> None:
+    main = container(make_db(engine="postgres"))
+    assert "command" not in main
+    assert main["args"] == ["postgres"]
+    hook = main["lifecycle"]["postStart"]["exec"]["command"]
+    assert hook[:2] == ["sh", "-c"]
+    assert "replicator" in hook[2]
+    assert "REPLICATION_PASSWORD" in hook[2]
+
+
+def test_mysql_has_no_args_without_parameters() -> None:
+    assert "args" not in container(make_db(engine="mysql"))
 
 
 @pytest.mark.parametrize("engine", list(Engine))
@@ -291,7 +319,7 @@ def test_kept_children_are_marked_as_created_for_the_database() -> None:
     db = make_db(storage={"size": "1Gi"})
     claim = desired.pvc(db)
     assert claim is not None
-    for obj in (claim, desired.secret(db, "pw")):
+    for obj in (claim, desired.secret(db, "pw", "rpw")):
         assert obj["metadata"]["annotations"] == {"databases.example.com/created-for": "shop"}
     for obj in (desired.deployment(db), desired.service(db)):
         assert "annotations" not in obj["metadata"]
@@ -353,7 +381,12 @@ def test_service_defaults_to_cluster_ip_on_the_engine_port() -> None:
     assert service["metadata"]["name"] == "shop"
     assert service["spec"] == {
         "type": "ClusterIP",
-        "selector": {"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "shop"},
+        # The primary only: reads and writes.
+        "selector": {
+            "app.kubernetes.io/name": "redis",
+            "app.kubernetes.io/instance": "shop",
+            "databases.example.com/role": "primary",
+        },
         "ports": [{"name": "redis", "port": 6379, "targetPort": "redis", "protocol": "TCP"}],
     }
 
@@ -421,13 +454,13 @@ def decoded(secret: dict[str, Any]) -> dict[str, str]:
 
 
 def test_secret_holds_username_and_password_base64() -> None:
-    secret = desired.secret(make_db(engine="postgres"), "pw")
+    secret = desired.secret(make_db(engine="postgres"), "pw", "rpw")
     assert secret["apiVersion"] == "v1"
     assert secret["kind"] == "Secret"
     assert secret["type"] == "Opaque"
     assert secret["metadata"]["name"] == "shop-credentials"
     assert "stringData" not in secret
-    assert decoded(secret) == {"username": "app", "password": "pw"}
+    assert decoded(secret) == {"username": "app", "password": "pw", "replication-password": "rpw"}
 
 
 def test_redis_secret_holds_only_the_password() -> None:
@@ -466,4 +499,4 @@ def test_missing_credentials_keys_names_what_a_user_secret_lacks() -> None:
 def test_builders_are_deterministic() -> None:
     db = make_db(storage={"size": "1Gi"}, deletionPolicy="Delete", resources={"limits": {"cpu": 1}})
     assert desired.children(db) == desired.children(make_db(**db.spec.to_wire()))
-    assert desired.secret(db, "pw") == desired.secret(db, "pw")
+    assert desired.secret(db, "pw", "rpw") == desired.secret(db, "pw", "rpw")

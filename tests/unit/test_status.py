@@ -14,7 +14,7 @@ from database_operator.api.models import (
     DatabaseStatus,
     Phase,
 )
-from database_operator.status import Outcome, compute_status, set_condition
+from database_operator.status import Outcome, Workloads, compute_status, set_condition
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
@@ -83,7 +83,7 @@ def summary(status: DatabaseStatus) -> tuple[Phase | None, str, str, str]:
 
 
 def active_status() -> DatabaseStatus:
-    return compute_status(make_db(), make_deployment(), NO_STATUS, OK, T0)
+    return compute_status(make_db(), Workloads(make_deployment()), NO_STATUS, OK, T0)
 
 
 # --- the truth table ------------------------------------------------------------------------
@@ -128,9 +128,9 @@ def active_status() -> DatabaseStatus:
                 Phase.DEGRADED,
                 "False/ReplicasUnavailable",
                 "False/RolloutComplete",
-                "True/ReplicasUnavailable",
+                "True/PrimaryUnavailable",
             ),
-            id="active-lost-replicas",
+            id="active-lost-its-primary",
         ),
         pytest.param(
             make_deployment(ready=0),
@@ -140,7 +140,7 @@ def active_status() -> DatabaseStatus:
                 Phase.DEGRADED,
                 "False/ReplicasUnavailable",
                 "False/RolloutComplete",
-                "True/ReplicasUnavailable",
+                "True/PrimaryUnavailable",
             ),
             id="still-degraded",
         ),
@@ -174,7 +174,7 @@ def active_status() -> DatabaseStatus:
             make_deployment(),
             Phase.ACTIVE,
             Outcome(error_reason="ApiError", error_message="409 Conflict"),
-            (Phase.ACTIVE, "True/ReplicasReady", "False/RolloutComplete", "True/ApiError"),
+            (Phase.DEGRADED, "True/ReplicasReady", "False/RolloutComplete", "True/ApiError"),
             id="retryable-error-while-ready",
         ),
         pytest.param(
@@ -226,19 +226,19 @@ def test_truth_table(
     expected: tuple[Phase, str, str, str],
 ) -> None:
     assert summary(
-        compute_status(make_db(), deployment, previous_of(previous_phase), outcome, T0)
+        compute_status(make_db(), Workloads(deployment), previous_of(previous_phase), outcome, T0)
     ) == (expected)
 
 
 def previous_of(phase: Phase | None) -> DatabaseStatus:
     """A stored status in ``phase`` as the operator would have left it for one replica."""
     if phase is Phase.ACTIVE:
-        return DatabaseStatus(phase=phase, ready_replicas=1)
+        return DatabaseStatus(phase=phase, ready_replicas=1, primary_ready=True)
     if phase is Phase.DEGRADED:
         lost = Condition(
             type="Degraded",
             status=ConditionStatus.TRUE,
-            reason="ReplicasUnavailable",
+            reason="PrimaryUnavailable",
             last_transition_time=T0,
         )
         return DatabaseStatus(phase=phase, ready_replicas=0, conditions=[lost])
@@ -249,7 +249,7 @@ def previous_of(phase: Phase | None) -> DatabaseStatus:
 
 
 def test_zero_replicas_is_ready_scaled_to_zero() -> None:
-    status = compute_status(make_db(replicas=0), make_deployment(0), NO_STATUS, OK, T0)
+    status = compute_status(make_db(replicas=0), Workloads(make_deployment(0)), NO_STATUS, OK, T0)
     assert summary(status) == (
         Phase.ACTIVE,
         "True/ScaledToZero",
@@ -260,26 +260,101 @@ def test_zero_replicas_is_ready_scaled_to_zero() -> None:
 
 
 def test_scaling_to_zero_is_not_ready_until_the_deployment_follows() -> None:
-    status = compute_status(make_db(replicas=0), make_deployment(1), active_status(), OK, T1)
+    status = compute_status(
+        make_db(replicas=0), Workloads(make_deployment(1)), active_status(), OK, T1
+    )
     assert condition(status, "Ready").reason == "RollingOut"
 
 
 def test_scaling_up_is_not_ready_until_the_deployment_spec_follows() -> None:
-    status = compute_status(make_db(replicas=3), make_deployment(1), active_status(), OK, T1)
+    status = compute_status(
+        make_db(), Workloads(make_deployment(0, spec_replicas=0)), NO_STATUS, OK, T1
+    )
     assert condition(status, "Ready").status is ConditionStatus.FALSE
     assert condition(status, "Progressing").reason == "RollingOut"
 
 
 def test_ready_needs_available_replicas_too() -> None:
-    status = compute_status(make_db(), make_deployment(available=0), NO_STATUS, OK, T0)
+    status = compute_status(make_db(), Workloads(make_deployment(available=0)), NO_STATUS, OK, T0)
     assert condition(status, "Ready").status is ConditionStatus.FALSE
 
 
-def test_lost_replicas_message_counts_ready_of_desired() -> None:
-    previous = compute_status(make_db(replicas=3), make_deployment(3), NO_STATUS, OK, T0)
-    status = compute_status(make_db(replicas=3), make_deployment(3, ready=1), previous, OK, T1)
-    assert condition(status, "Degraded").message == "1/3 replicas ready"
-    assert condition(status, "Ready").message == "1/3 replicas ready"
+def replicated(
+    primary_ready: int = 1, replicas_ready: int = 2, generation: int = 1, read: int = 2
+) -> Workloads:
+    """The primary and the read replicas of make_db(replicas=read + 1)."""
+    return Workloads(
+        primary=make_deployment(1, ready=primary_ready, generation=generation),
+        replicas=make_deployment(read, ready=replicas_ready, generation=generation),
+    )
+
+
+def test_read_replicas_count_as_replicas_and_have_their_own_endpoint() -> None:
+    status = compute_status(make_db(replicas=3), replicated(replicas_ready=1), NO_STATUS, OK, T0)
+    assert (status.replicas, status.ready_replicas) == (3, 2)
+    assert (status.primary_ready, status.read_replicas, status.ready_read_replicas) == (True, 2, 1)
+    assert status.endpoint == "shop.prod.svc:5432"
+    assert status.read_endpoint == "shop-replicas.prod.svc:5432"
+    assert condition(status, "Ready").message == (
+        "2/3 replicas ready: the primary is ready, 1/2 read replicas ready"
+    )
+    assert summary(status)[0] == Phase.PENDING, "Ready waits for every replica the first time"
+
+
+def test_a_lost_read_replica_degrades_but_the_database_stays_ready() -> None:
+    active = compute_status(make_db(replicas=3), replicated(), NO_STATUS, OK, T0)
+    lost = compute_status(make_db(replicas=3), replicated(replicas_ready=1), active, OK, T1)
+    assert summary(lost) == (
+        Phase.DEGRADED,
+        "True/PrimaryReady",
+        "False/RolloutComplete",
+        "True/ReplicasUnavailable",
+    )
+    assert condition(lost, "Degraded").message == "1/2 read replicas ready"
+
+
+def test_a_lost_primary_makes_the_database_not_ready_though_replicas_serve_reads() -> None:
+    active = compute_status(make_db(replicas=3), replicated(), NO_STATUS, OK, T0)
+    lost = compute_status(make_db(replicas=3), replicated(primary_ready=0), active, OK, T1)
+    assert summary(lost) == (
+        Phase.DEGRADED,
+        "False/ReplicasUnavailable",
+        "False/RolloutComplete",
+        "True/PrimaryUnavailable",
+    )
+    assert "the read replicas serve reads" in condition(lost, "Degraded").message
+    assert "the primary is not ready" in condition(lost, "Ready").message
+
+
+def test_a_rollout_of_the_primary_loses_nothing() -> None:
+    active = compute_status(make_db(replicas=3), replicated(), NO_STATUS, OK, T0)
+    rolling = Workloads(
+        primary=make_deployment(1, ready=0, generation=2, observed_generation=1),
+        replicas=make_deployment(2, generation=2),
+    )
+    status = compute_status(make_db(2, replicas=3), rolling, active, OK, T1)
+    assert summary(status) == (
+        Phase.ACTIVE,
+        "False/RollingOut",
+        "True/RollingOut",
+        "False/AsExpected",
+    )
+
+
+def test_mysql_has_no_read_replicas() -> None:
+    status = compute_status(
+        make_db(engine="mysql"), Workloads(make_deployment()), NO_STATUS, OK, T0
+    )
+    assert (status.read_replicas, status.read_endpoint) == (0, None)
+
+
+def test_the_binding_names_the_connection_secret_once_it_exists() -> None:
+    bound = compute_status(
+        make_db(), Workloads(None), NO_STATUS, Outcome(binding="shop-connection"), T0
+    )
+    assert bound.binding is not None
+    assert bound.binding.name == "shop-connection"
+    assert compute_status(make_db(), Workloads(None), NO_STATUS, OK, T0).binding is None
 
 
 def test_failure_message_names_the_problem() -> None:
@@ -287,7 +362,7 @@ def test_failure_message_names_the_problem() -> None:
         failure_reason="CredentialsSecretNotFound",
         failure_message="Secret my-creds not found in namespace prod",
     )
-    status = compute_status(make_db(), None, NO_STATUS, outcome, T0)
+    status = compute_status(make_db(), Workloads(None), NO_STATUS, outcome, T0)
     ready = condition(status, "Ready")
     assert (ready.reason, ready.message) == (
         "CredentialsSecretNotFound",
@@ -297,13 +372,15 @@ def test_failure_message_names_the_problem() -> None:
 
 def test_error_message_is_carried_by_degraded() -> None:
     outcome = Outcome(error_reason="ApiError", error_message="the API server said 500")
-    degraded = condition(compute_status(make_db(), None, NO_STATUS, outcome, T0), "Degraded")
+    degraded = condition(
+        compute_status(make_db(), Workloads(None), NO_STATUS, outcome, T0), "Degraded"
+    )
     assert (degraded.status, degraded.message) == (ConditionStatus.TRUE, "the API server said 500")
 
 
 def test_paused_condition_says_children_are_not_changed() -> None:
     status = compute_status(
-        make_db(paused=True), make_deployment(), NO_STATUS, Outcome(paused=True), T0
+        make_db(paused=True), Workloads(make_deployment()), NO_STATUS, Outcome(paused=True), T0
     )
     progressing = condition(status, "Progressing")
     assert progressing.status is ConditionStatus.FALSE
@@ -316,29 +393,31 @@ def test_paused_condition_says_children_are_not_changed() -> None:
 
 
 def test_status_fields_describe_the_deployment_and_how_to_connect() -> None:
-    db = make_db(generation=4, engine="redis", replicas=3, port=16379)
-    status = compute_status(db, make_deployment(3, ready=2, generation=7), NO_STATUS, OK, T0)
+    db = make_db(generation=4, engine="redis", replicas=1, port=16379)
+    status = compute_status(
+        db, Workloads(make_deployment(1, ready=1, generation=7)), NO_STATUS, OK, T0
+    )
     assert status.observed_generation == 4
     assert status.version == "7.4"
-    assert (status.replicas, status.ready_replicas) == (3, 2)
+    assert (status.replicas, status.ready_replicas) == (1, 1)
     assert status.selector == "app.kubernetes.io/instance=shop,app.kubernetes.io/name=redis"
     assert status.endpoint == "shop.prod.svc:16379"
     assert status.credentials_secret == "shop-credentials"
 
 
 def test_status_fields_default_to_zero_without_a_deployment() -> None:
-    status = compute_status(make_db(version="15"), None, NO_STATUS, OK, T0)
+    status = compute_status(make_db(version="15"), Workloads(None), NO_STATUS, OK, T0)
     assert (status.replicas, status.ready_replicas) == (0, 0)
     assert status.version == "15"
 
 
 def test_credentials_secret_follows_the_ref() -> None:
     db = make_db(credentialsSecretRef={"name": "my-creds"})
-    assert compute_status(db, None, NO_STATUS, OK, T0).credentials_secret == "my-creds"
+    assert compute_status(db, Workloads(None), NO_STATUS, OK, T0).credentials_secret == "my-creds"
 
 
 def test_conditions_are_ready_progressing_degraded_once_each() -> None:
-    status = compute_status(make_db(), None, active_status(), OK, T1)
+    status = compute_status(make_db(), Workloads(None), active_status(), OK, T1)
     assert [c.type for c in status.conditions or []] == ["Ready", "Progressing", "Degraded"]
 
 
@@ -357,10 +436,10 @@ def test_status_serialises_to_camel_case() -> None:
 
 def test_pending_active_degraded_active() -> None:
     db = make_db()
-    pending = compute_status(db, make_deployment(ready=0), NO_STATUS, OK, T0)
-    active = compute_status(db, make_deployment(), pending, OK, T1)
-    degraded = compute_status(db, make_deployment(ready=0), active, OK, T2)
-    recovered = compute_status(db, make_deployment(), degraded, OK, T3)
+    pending = compute_status(db, Workloads(make_deployment(ready=0)), NO_STATUS, OK, T0)
+    active = compute_status(db, Workloads(make_deployment()), pending, OK, T1)
+    degraded = compute_status(db, Workloads(make_deployment(ready=0)), active, OK, T2)
+    recovered = compute_status(db, Workloads(make_deployment()), degraded, OK, T3)
 
     assert [s.phase for s in (pending, active, degraded, recovered)] == [
         Phase.PENDING,
@@ -378,10 +457,10 @@ def test_pending_active_degraded_active() -> None:
 def test_last_transition_time_moves_only_when_status_flips() -> None:
     db = make_db()
     first = compute_status(
-        db, make_deployment(ready=0, updated=0, observed_generation=0), NO_STATUS, OK, T0
+        db, Workloads(make_deployment(ready=0, updated=0, observed_generation=0)), NO_STATUS, OK, T0
     )
     # Still not ready, for another reason: status unchanged, so the time stays.
-    second = compute_status(db, make_deployment(ready=0), first, OK, T1)
+    second = compute_status(db, Workloads(make_deployment(ready=0)), first, OK, T1)
     assert condition(second, "Ready").reason != condition(first, "Ready").reason
     assert condition(second, "Ready").last_transition_time == T0
     assert condition(second, "Degraded").last_transition_time == T0
@@ -390,8 +469,10 @@ def test_last_transition_time_moves_only_when_status_flips() -> None:
 
 
 def test_observed_generation_follows_the_generation_even_without_a_flip() -> None:
-    first = compute_status(make_db(generation=1), make_deployment(), NO_STATUS, OK, T0)
-    second = compute_status(make_db(generation=2, version="17"), make_deployment(), first, OK, T1)
+    first = compute_status(make_db(generation=1), Workloads(make_deployment()), NO_STATUS, OK, T0)
+    second = compute_status(
+        make_db(generation=2, version="17"), Workloads(make_deployment()), first, OK, T1
+    )
     assert second.observed_generation == 2
     for type_ in ("Ready", "Progressing", "Degraded"):
         found = condition(second, type_)
@@ -401,24 +482,30 @@ def test_observed_generation_follows_the_generation_even_without_a_flip() -> Non
 
 def test_an_unchanged_world_gives_an_equal_status() -> None:
     db = make_db()
-    first = compute_status(db, make_deployment(), NO_STATUS, OK, T0)
-    assert compute_status(db, make_deployment(), first, OK, T3) == first
+    first = compute_status(db, Workloads(make_deployment()), NO_STATUS, OK, T0)
+    assert compute_status(db, Workloads(make_deployment()), first, OK, T3) == first
 
 
 def test_status_survives_a_round_trip_through_the_api() -> None:
     db = make_db()
-    first = compute_status(db, make_deployment(), NO_STATUS, OK, T0 + timedelta(microseconds=7))
+    first = compute_status(
+        db, Workloads(make_deployment()), NO_STATUS, OK, T0 + timedelta(microseconds=7)
+    )
     stored = DatabaseStatus.model_validate(first.to_wire())
-    assert compute_status(db, make_deployment(), stored, OK, T3) == stored
+    assert compute_status(db, Workloads(make_deployment()), stored, OK, T3) == stored
 
 
 def test_failed_then_fixed_becomes_active() -> None:
     db = make_db()
     failed = compute_status(
-        db, make_deployment(), NO_STATUS, Outcome(failure_reason="CredentialsSecretInvalid"), T0
+        db,
+        Workloads(make_deployment()),
+        NO_STATUS,
+        Outcome(failure_reason="CredentialsSecretInvalid"),
+        T0,
     )
     assert failed.phase is Phase.FAILED
-    fixed = compute_status(db, make_deployment(), failed, OK, T1)
+    fixed = compute_status(db, Workloads(make_deployment()), failed, OK, T1)
     assert fixed.phase is Phase.ACTIVE
     assert condition(fixed, "Degraded").status is ConditionStatus.FALSE
 
@@ -428,7 +515,7 @@ def test_other_condition_types_are_kept() -> None:
         type="Backup", status=ConditionStatus.TRUE, last_transition_time=T0, reason="Done"
     )
     previous = DatabaseStatus(phase=Phase.ACTIVE, conditions=[foreign])
-    status = compute_status(make_db(), make_deployment(), previous, OK, T1)
+    status = compute_status(make_db(), Workloads(make_deployment()), previous, OK, T1)
     assert condition(status, "Backup") == foreign
 
 
@@ -437,13 +524,13 @@ def test_inputs_are_not_mutated() -> None:
     deployment = make_deployment(ready=0)
     previous = active_status()
     snapshot = (db.model_dump(), repr(deployment), previous.model_dump())
-    compute_status(db, deployment, previous, OK, T1)
+    compute_status(db, Workloads(deployment), previous, OK, T1)
     assert snapshot == (db.model_dump(), repr(deployment), previous.model_dump())
 
 
 def test_naive_now_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        compute_status(make_db(), None, NO_STATUS, OK, datetime(2024, 5, 1))
+        compute_status(make_db(), Workloads(None), NO_STATUS, OK, datetime(2024, 5, 1))
 
 
 # --- set_condition --------------------------------------------------------------------------
@@ -481,30 +568,33 @@ def test_set_condition_does_not_modify_its_input() -> None:
 
 
 def test_scaling_up_an_active_database_is_progress_not_degradation() -> None:
-    active = compute_status(make_db(replicas=1), make_deployment(1), NO_STATUS, OK, T0)
+    active = compute_status(make_db(replicas=1), Workloads(make_deployment(1)), NO_STATUS, OK, T0)
     scaling = compute_status(
-        make_db(2, replicas=3), make_deployment(3, ready=1, generation=2), active, OK, T1
+        make_db(2, replicas=3), replicated(replicas_ready=0, generation=2), active, OK, T1
     )
     assert summary(scaling) == (
         Phase.ACTIVE,
-        "False/ReplicasUnavailable",
-        "False/RolloutComplete",
+        "True/PrimaryReady",
+        "True/RollingOut",
         "False/AsExpected",
     )
 
 
 def test_scaling_down_loses_nothing() -> None:
-    three = compute_status(make_db(replicas=3), make_deployment(3), NO_STATUS, OK, T0)
-    one = compute_status(make_db(2, replicas=1), make_deployment(1, generation=2), three, OK, T1)
+    three = compute_status(make_db(replicas=3), replicated(), NO_STATUS, OK, T0)
+    one = compute_status(
+        make_db(2, replicas=1), Workloads(make_deployment(1, generation=2)), three, OK, T1
+    )
     assert summary(one)[0] == Phase.ACTIVE
     assert condition(one, "Degraded").status is ConditionStatus.FALSE
 
 
-def test_degraded_stays_until_every_wanted_replica_is_back() -> None:
-    three = compute_status(make_db(replicas=3), make_deployment(3), NO_STATUS, OK, T0)
-    lost_two = compute_status(make_db(replicas=3), make_deployment(3, ready=1), three, OK, T1)
-    one_back = compute_status(make_db(replicas=3), make_deployment(3, ready=2), lost_two, OK, T2)
-    all_back = compute_status(make_db(replicas=3), make_deployment(3), one_back, OK, T3)
+def test_degraded_stays_until_every_wanted_read_replica_is_back() -> None:
+    db = make_db(replicas=4)
+    three = compute_status(db, replicated(read=3, replicas_ready=3), NO_STATUS, OK, T0)
+    lost_two = compute_status(db, replicated(read=3, replicas_ready=1), three, OK, T1)
+    one_back = compute_status(db, replicated(read=3, replicas_ready=2), lost_two, OK, T2)
+    all_back = compute_status(db, replicated(read=3, replicas_ready=3), one_back, OK, T3)
     assert [s.phase for s in (lost_two, one_back, all_back)] == [
         Phase.DEGRADED,
         Phase.DEGRADED,

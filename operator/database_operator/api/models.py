@@ -14,9 +14,20 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from database_operator.engines import Engine
+from database_operator.api.core import Affinity, Toleration, TopologySpreadConstraint
+from database_operator.engines import ENGINES, Engine
 
 GROUP = "databases.example.com"
+#: The label on each database pod that says whether it is the primary or a read replica.
+ROLE_LABEL = "databases.example.com/role"
+#: The labels the operator puts on every pod: a Database's podLabels may not set them.
+OWNED_POD_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/managed-by",
+    ROLE_LABEL,
+)
 VERSION = "v1"
 KIND = "Database"
 PLURAL = "databases"
@@ -48,9 +59,14 @@ DATABASE_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 DATABASE_NAME_MAX_LENGTH = 63
 
 
-def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, JsonValue]:
-    """One ``x-kubernetes-validations`` entry."""
+def cel(
+    rule: str, message: str, field_path: str | None = None, message_expression: str | None = None
+) -> dict[str, JsonValue]:
+    """One ``x-kubernetes-validations`` entry (``message_expression``: a CEL message that can
+    name the offending value; ``message`` is the fallback)."""
     entry: dict[str, JsonValue] = {"rule": rule, "message": message}
+    if message_expression:
+        entry["messageExpression"] = message_expression
     if field_path:
         entry["fieldPath"] = field_path
     return entry
@@ -160,23 +176,50 @@ class CredentialsSecretRef(_Model):
     )
 
 
+def _reserved_parameters_rule(engine: Engine) -> dict[str, JsonValue]:
+    """spec.parameters may not set what the operator sets for ``engine`` (compared as the engine
+    does: case and '-'/'_' aside)."""
+    reserved = ", ".join(
+        f"'{key.lower().replace('_', '-')}'" for key in ENGINES[engine].reserved_parameters
+    )
+    normal = "k.lowerAscii().replace('_', '-')"
+    return cel(
+        f"!has(self.engine) || self.engine != '{engine}' || !has(self.parameters) || "
+        f"self.parameters.all(k, !({normal} in [{reserved}]))",
+        f"spec.parameters may not set what the operator sets for {engine}: "
+        f"{', '.join(ENGINES[engine].reserved_parameters)}",
+        ".parameters",
+        f"'spec.parameters.' + self.parameters.filter(k, {normal} in [{reserved}])[0] + "
+        f"' is set by the operator for {engine} (port, data, replication and passwords are "
+        "its own): remove it'",
+    )
+
+
 class DatabaseSpec(_Model):
     """The desired state of a Database."""
 
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
-                cel(
-                    "!has(self.storage) || self.replicas <= 1",
-                    "replicas must be 0 or 1 when storage is set: "
-                    "a ReadWriteOnce volume cannot be shared",
-                    ".replicas",
-                ),
+                *[
+                    cel(
+                        # has(): the CRD's default spec ({}) is checked before defaults apply.
+                        f"!has(self.engine) || self.engine != '{engine}' || "
+                        "!has(self.replicas) || self.replicas <= 1",
+                        f"replicas must be 0 or 1 for {engine}: the operator does not set up "
+                        f"{engine} replication (yet), and more than one independent {engine} "
+                        "behind one Service would be different databases",
+                        ".replicas",
+                    )
+                    for engine, facts in ENGINES.items()
+                    if not facts.replication
+                ],
                 cel(
                     "!has(oldSelf.storage) || has(self.storage)",
                     "storage cannot be removed once set",
                     ".storage",
                 ),
+                *[_reserved_parameters_rule(engine) for engine in ENGINES],
             ]
         }
     )
@@ -192,9 +235,10 @@ class DatabaseSpec(_Model):
         default=None,
         pattern=TAG_PATTERN,
         max_length=128,
-        description="Engine version: the tag of the official image. "
-        "Empty uses the engine's default "
-        "(postgres 16, mysql 8.4, redis 7.4), reported in status.version.",
+        description="Engine version: the tag of the official image. Empty uses the engine's "
+        "default ("
+        + ", ".join(f"{engine} {facts.default_version}" for engine, facts in ENGINES.items())
+        + "), reported in status.version.",
     )
     image: str | None = Field(
         default=None,
@@ -205,13 +249,20 @@ class DatabaseSpec(_Model):
         default=1,
         ge=0,
         le=10,
-        description="Number of database pods, 0 to 10; at most 1 with storage.",
+        description="Instances of this one database, 0 to 10: 0 hibernates it (the data "
+        "stays), 1 runs the primary, more add read replicas that follow the primary with the "
+        "engine's own replication ("
+        + ", ".join(engine for engine, facts in ENGINES.items() if facts.replication)
+        + "; others at most 1). Read replicas keep no volume: they clone the primary when "
+        "they start.",
     )
     port: int | None = Field(
         default=None,
         ge=1,
         le=65535,
-        description="Service port. Empty uses the engine's port (5432, 3306, 6379).",
+        description="Service port. Empty uses the engine's port ("
+        + ", ".join(f"{engine} {facts.port}" for engine, facts in ENGINES.items())
+        + ").",
     )
     storage: Storage | None = Field(
         default=None, description="Persistent storage; empty for ephemeral data."
@@ -235,6 +286,54 @@ class DatabaseSpec(_Model):
         description="What happens to the PVC and the generated Secret "
         "when the Database is deleted: "
         "Retain keeps them, Delete removes them.",
+    )
+    parameters: dict[str, Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None,
+        max_length=64,
+        description="Engine settings, e.g. max_connections: '200' (postgres, as -c key=value), "
+        "max_connections: '200' (mysql, as --key=value), maxmemory: 256mb (redis, as "
+        "--key value). Settings the operator owns (port, data directory, replication, "
+        "passwords) are refused. A change rolls the pods.",
+    )
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="Labels a node must have to run the database pods."
+    )
+    tolerations: list[Toleration] | None = Field(
+        default=None, description="Taints the database pods tolerate."
+    )
+    affinity: Affinity | None = Field(
+        default=None, description="Node and pod (anti-)affinity of the database pods."
+    )
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = Field(
+        default=None,
+        description="How the database pods spread over zones or nodes; give a labelSelector "
+        "such as app.kubernetes.io/instance: <name>.",
+    )
+    priority_class_name: str | None = Field(
+        default=None, max_length=253, description="PriorityClass of the database pods."
+    )
+    pod_annotations: dict[str, str] | None = Field(
+        default=None, description="Annotations on the database pods."
+    )
+    pod_labels: dict[str, str] | None = Field(
+        default=None,
+        description="Labels on the database pods; not the app.kubernetes.io/ labels and the "
+        "role label the operator sets.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "self.all(k, !(k in ["
+                    + ", ".join(f"'{label}'" for label in OWNED_POD_LABELS)
+                    + "]))",
+                    "podLabels may not set the labels the operator selects its pods by: "
+                    + ", ".join(OWNED_POD_LABELS),
+                )
+            ]
+        },
+    )
+    service_annotations: dict[str, str] | None = Field(
+        default=None,
+        description="Annotations on the Services, e.g. for a cloud load balancer.",
     )
 
 
@@ -269,6 +368,12 @@ class Condition(_Model):
     message: str = Field(default="", max_length=32768, description="Human-readable details.")
 
 
+class Binding(_Model):
+    """The Secret an application binds to (servicebinding.io)."""
+
+    name: str = Field(description="Name of the Secret, in the Database's namespace.")
+
+
 class DatabaseStatus(_Model):
     """The observed state of a Database, written by the operator."""
 
@@ -279,12 +384,31 @@ class DatabaseStatus(_Model):
         default=None, description="Pending, Active, Degraded, Failed or Deleting."
     )
     version: str | None = Field(default=None, description="The engine version deployed.")
-    replicas: int | None = Field(default=None, description="Pods of the Deployment.")
-    ready_replicas: int | None = Field(default=None, description="Ready pods of the Deployment.")
+    replicas: int | None = Field(
+        default=None, description="Database pods: the primary and the read replicas."
+    )
+    ready_replicas: int | None = Field(default=None, description="Ready database pods.")
+    primary_ready: bool | None = Field(default=None, description="Whether the primary is ready.")
+    read_replicas: int | None = Field(
+        default=None, description="Read replicas wanted (spec.replicas - 1 where they exist)."
+    )
+    ready_read_replicas: int | None = Field(default=None, description="Ready read replicas.")
     selector: str | None = Field(
         default=None, description="Label selector of the pods (scale subresource)."
     )
-    endpoint: str | None = Field(default=None, description="<service>.<namespace>.svc:<port>")
+    endpoint: str | None = Field(
+        default=None, description="Read-write endpoint (the primary): <name>.<namespace>.svc:<port>"
+    )
+    read_endpoint: str | None = Field(
+        default=None,
+        description="Read-only endpoint (the read replicas): "
+        "<name>-replicas.<namespace>.svc:<port>",
+    )
+    binding: Binding | None = Field(
+        default=None,
+        description="The Secret with the connection details (servicebinding.io Provisioned "
+        "Service): host, port, database, username, password, uri.",
+    )
     credentials_secret: str | None = Field(
         default=None, description="Name of the Secret that holds the credentials."
     )

@@ -7,7 +7,14 @@ about, say, which port a Database listens on.
 
 from __future__ import annotations
 
-from database_operator.api.models import GROUP, KIND, VERSION, Database, DeletionPolicy
+from database_operator.api.models import (
+    GROUP,
+    KIND,
+    ROLE_LABEL,
+    VERSION,
+    Database,
+    DeletionPolicy,
+)
 from database_operator.engines import EngineFacts, facts
 from database_operator.manifest import Manifest
 from database_operator.ownership import CREATED_FOR
@@ -47,9 +54,49 @@ def resolved_port(db: Database) -> int:
     return db.spec.port or engine_facts(db).port
 
 
+#: What a database pod is: the primary (reads and writes) or a read replica.
+PRIMARY = "primary"
+REPLICA = "replica"
+
+
+def primary_count(db: Database) -> int:
+    """Pods of the primary Deployment: 1, or 0 when the Database hibernates."""
+    return min(db.spec.replicas, 1)
+
+
+def read_replica_count(db: Database) -> int:
+    """Read replicas: spec.replicas - 1, for engines whose replication the operator sets up."""
+    return max(0, db.spec.replicas - 1) if engine_facts(db).replication else 0
+
+
+def replicas_name(db: Database) -> str:
+    """Name of the read replicas' Deployment and Service."""
+    return f"{db.name}-replicas"
+
+
+def host(db: Database) -> str:
+    """The read-write Service's DNS name (the primary)."""
+    return f"{db.name}.{db.namespace}.svc"
+
+
+def read_host(db: Database) -> str:
+    """The read-only Service's DNS name (the read replicas)."""
+    return f"{replicas_name(db)}.{db.namespace}.svc"
+
+
 def endpoint(db: Database) -> str:
-    """Where clients connect: ``<name>.<namespace>.svc:<port>``."""
-    return f"{db.name}.{db.namespace}.svc:{resolved_port(db)}"
+    """Where clients read and write: ``<name>.<namespace>.svc:<port>``."""
+    return f"{host(db)}:{resolved_port(db)}"
+
+
+def read_endpoint(db: Database) -> str:
+    """Where clients read from the replicas: ``<name>-replicas.<namespace>.svc:<port>``."""
+    return f"{read_host(db)}:{resolved_port(db)}"
+
+
+def connection_secret_name(db: Database) -> str:
+    """The Secret an application binds to (servicebinding.io): host, port, uri, credentials."""
+    return f"{db.name}-connection"
 
 
 def generated_secret_name(db: Database) -> str:
@@ -69,15 +116,14 @@ def pvc_name(db: Database) -> str:
     return f"{db.name}-data"
 
 
-def selector_labels(db: Database) -> dict[str, str]:
-    """The labels that pick this Database's pods: stable for its whole life.
-
-    A Deployment's selector is immutable, so it holds only labels that never change.
-    """
-    return {
+def selector_labels(db: Database, role: str | None = None) -> dict[str, str]:
+    """The labels that pick this Database's pods (with ``role``: its primary or its read
+    replicas): stable for its whole life, as a Deployment's selector is immutable."""
+    selected = {
         "app.kubernetes.io/name": engine_name(db),
         "app.kubernetes.io/instance": db.name,
     }
+    return selected | ({ROLE_LABEL: role} if role else {})
 
 
 def labels(db: Database) -> dict[str, str]:

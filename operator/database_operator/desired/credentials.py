@@ -17,6 +17,7 @@ from database_operator.desired.common import (
     credentials_secret_name,
     engine_facts,
     kept_object_meta,
+    read_replica_count,
 )
 from database_operator.manifest import Manifest
 
@@ -34,19 +35,33 @@ def _b64(value: str) -> str:
     return base64.b64encode(value.encode()).decode()
 
 
-def _secret_values(db: Database, password: str) -> dict[str, str]:
+def _secret_values(db: Database, password: str, replication_password: str) -> dict[str, str]:
     """The value of each key the engine needs in its Secret."""
-    username = engine_facts(db).default_username
+    facts = engine_facts(db)
+    username = facts.default_username
     known = {"password": password} | ({"username": username} if username else {})
-    missing = [key for key in engine_facts(db).secret_keys if key not in known]
+    known |= {key: replication_password for key in facts.replication_keys}
+    keys = facts.secret_keys + facts.replication_keys
+    missing = [key for key in keys if not known.get(key)]
     if missing:
         raise ValueError(f"no generated value for Secret key(s) {missing} of {db.spec.engine}")
-    return {key: known[key] for key in engine_facts(db).secret_keys}
+    return {key: known[key] for key in keys}
 
 
-def secret(db: Database, password: str) -> Manifest:
+def replication_keys_to_generate(
+    db: Database, secret_data: Mapping[str, object] | None
+) -> list[str]:
+    """The replication keys a generated Secret lacks (one made before the operator ran
+    replicas): each can be added with a fresh password, touching no other key."""
+    present = secret_data or {}
+    return [key for key in engine_facts(db).replication_keys if not present.get(key)]
+
+
+def secret(db: Database, password: str, replication_password: str = "") -> Manifest:
     """The generated credentials Secret (``data``, base64; not ``stringData``, which the API
-    server folds into ``data`` and would make every apply look like a change)."""
+    server folds into ``data`` and would make every apply look like a change). It holds the
+    replication password too (for the engines that replicate), so scaling up needs no new
+    Secret."""
     if db.spec.credentials_secret_ref is not None:
         raise ValueError(
             f"spec.credentialsSecretRef names {db.spec.credentials_secret_ref.name!r}: "
@@ -59,8 +74,22 @@ def secret(db: Database, password: str) -> Manifest:
         "kind": "Secret",
         "metadata": kept_object_meta(db, credentials_secret_name(db)),
         "type": "Opaque",
-        "data": {key: _b64(value) for key, value in _secret_values(db, password).items()},
+        "data": {
+            key: _b64(value)
+            for key, value in _secret_values(db, password, replication_password).items()
+        },
     }
+
+
+def decoded(secret_data: Mapping[str, object] | None) -> dict[str, str]:
+    """A Secret's ``data`` decoded (keys whose value is not valid base64 text are left out)."""
+    values: dict[str, str] = {}
+    for key, value in (secret_data or {}).items():
+        try:
+            values[key] = base64.b64decode(str(value), validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            continue
+    return values
 
 
 def missing_credentials_keys(db: Database, secret_data: Mapping[str, object] | None) -> list[str]:
@@ -69,7 +98,9 @@ def missing_credentials_keys(db: Database, secret_data: Mapping[str, object] | N
     For checking a user's Secret (credentialsSecretRef) before pods fail on a missing key.
     """
     present = secret_data or {}
-    return [key for key in engine_facts(db).secret_keys if not present.get(key)]
+    facts = engine_facts(db)
+    needed = facts.secret_keys + (facts.replication_keys if read_replica_count(db) else ())
+    return [key for key in needed if not present.get(key)]
 
 
 def credentials_checksum(db: Database, secret_data: Mapping[str, object] | None) -> str:
@@ -82,6 +113,7 @@ def credentials_checksum(db: Database, secret_data: Mapping[str, object] | None)
     """
     digest = hashlib.sha256(f"{db.namespace}/{credentials_secret_name(db)}".encode())
     data = secret_data or {}
-    for key in sorted(set(engine_facts(db).secret_env.values())):
+    facts = engine_facts(db)
+    for key in sorted(set(facts.secret_env.values()) | set(facts.replication_env.values())):
         digest.update(b"\0" + key.encode() + b"=" + str(data.get(key, "")).encode())
     return digest.hexdigest()[:32]

@@ -1,26 +1,39 @@
-"""The Deployment that runs the engine's official image.
+"""The Deployments that run the engine's official image: the primary, and the read replicas.
 
-Restricted pod security (non-root, no privilege escalation, no capabilities, RuntimeDefault
-seccomp), credentials only by reference to the Secret, and probes from the engine's facts.
+The primary (`<name>`, one pod, the PVC with storage) and the read replicas (`<name>-replicas`,
+spec.replicas - 1 pods, ephemeral data cloned from the primary at every start) run the command
+lines of replication.py. Restricted pod security (non-root, no privilege escalation, no
+capabilities, RuntimeDefault seccomp), credentials only by reference to the Secret, probes from
+the engine's facts, and the user's placement (node selector, tolerations, affinity, topology
+spread, priority class) and engine settings.
 """
 
 from __future__ import annotations
 
-from database_operator.api.models import Database
+from database_operator import replication
+from database_operator.api.models import ROLE_LABEL, Database
 from database_operator.desired.common import (
     CREDENTIALS_ANNOTATION,
     CREDENTIALS_CHECKSUM_ANNOTATION,
     DATA_VOLUME,
+    PRIMARY,
+    REPLICA,
     controlled_owner_references,
     credentials_secret_name,
     engine_facts,
     engine_name,
+    host,
     labels,
     object_meta,
+    primary_count,
     pvc_name,
+    read_replica_count,
+    replicas_name,
+    resolved_port,
     resolved_version,
     selector_labels,
 )
+from database_operator.engines import parameter_args
 from database_operator.manifest import Manifest
 
 
@@ -29,30 +42,62 @@ def image(db: Database) -> str:
     return db.spec.image or f"{engine_facts(db).image}:{resolved_version(db)}"
 
 
-def strategy(db: Database) -> Manifest:
-    """Recreate with storage, RollingUpdate without.
+def strategy(db: Database, role: str = PRIMARY) -> Manifest:
+    """Recreate for a primary with storage, RollingUpdate otherwise.
 
     A ReadWriteOnce volume cannot be mounted by the new pod while the old one holds it, so a
     rolling update would hang. The RollingUpdate parameters are spelled out (the API defaults)
     so that the field manager owns them and server-side apply drops them when the strategy
     turns to Recreate (the API rejects Recreate with rollingUpdate set).
     """
-    if db.spec.storage is not None:
+    if db.spec.storage is not None and role == PRIMARY:
         return {"type": "Recreate"}
     return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
 
 
-def env(db: Database) -> list[Manifest]:
-    """Credentials as secretKeyRef (never a literal value), then the engine's plain env."""
+def env(db: Database, recipe: replication.Recipe | None = None) -> list[Manifest]:
+    """Credentials as secretKeyRef (never a literal value), then the engine's and the recipe's
+    plain env. The replication keys are optional: a single instance runs without them."""
     secret_name = credentials_secret_name(db)
-    from_secret: list[Manifest] = [
-        {"name": var, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}
-        for var, key in engine_facts(db).secret_env.items()
+    facts = engine_facts(db)
+
+    def from_secret(var: str, key: str, optional: bool) -> Manifest:
+        ref: Manifest = {"name": secret_name, "key": key}
+        if optional:
+            ref["optional"] = True
+        return {"name": var, "valueFrom": {"secretKeyRef": ref}}
+
+    plain = facts.env | (recipe.env if recipe is not None else {})
+    return (
+        [from_secret(var, key, False) for var, key in facts.secret_env.items()]
+        + [from_secret(var, key, True) for var, key in facts.replication_env.items()]
+        + [{"name": var, "value": value} for var, value in plain.items()]
+    )
+
+
+def settings(db: Database) -> list[str]:
+    """spec.parameters on the engine's command line; ``$(`` doubled so that the kubelet, which
+    expands ``$(VAR)`` in a container's command and args, leaves the user's text alone."""
+    return [
+        arg.replace("$(", "$$(") for arg in parameter_args(db.spec.engine, db.spec.parameters or {})
     ]
-    plain: list[Manifest] = [
-        {"name": var, "value": value} for var, value in engine_facts(db).env.items()
-    ]
-    return from_secret + plain
+
+
+def recipe(db: Database, role: str) -> replication.Recipe:
+    """What the container of ``role`` runs (replication.py)."""
+    facts = engine_facts(db)
+    if role == PRIMARY:
+        return replication.primary(
+            db.spec.engine, port=facts.port, data_dir=facts.data_path, settings=settings(db)
+        )
+    return replication.replica(
+        db.spec.engine,
+        port=facts.port,
+        data_dir=facts.data_path,
+        primary_host=host(db),
+        primary_port=resolved_port(db),
+        settings=settings(db),
+    )
 
 
 def readiness_probe(db: Database) -> Manifest:
@@ -93,45 +138,71 @@ def pod_security_context(db: Database) -> Manifest:
     }
 
 
-def data_volume(db: Database) -> Manifest:
-    """The claim with storage; an emptyDir (data lost with the pod) without."""
-    if db.spec.storage is not None:
+def data_volume(db: Database, role: str = PRIMARY) -> Manifest:
+    """The claim for a primary with storage; an emptyDir (data lost with the pod) otherwise."""
+    if db.spec.storage is not None and role == PRIMARY:
         return {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": pvc_name(db)}}
     return {"name": DATA_VOLUME, "emptyDir": {}}
 
 
-def container(db: Database) -> Manifest:
+def container(db: Database, role: str = PRIMARY) -> Manifest:
     """The one database container."""
     facts = engine_facts(db)
     name = engine_name(db)
+    run = recipe(db, role)
     spec: Manifest = {
         "name": name,
         "image": image(db),
         "ports": [{"name": name, "containerPort": facts.port, "protocol": "TCP"}],
-        "env": env(db),
+        "env": env(db, run),
         "readinessProbe": readiness_probe(db),
         "livenessProbe": liveness_probe(db),
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": DATA_VOLUME, "mountPath": facts.data_path}],
     }
-    if facts.args:
-        spec["args"] = list(facts.args)
+    if run.command:
+        spec["command"] = run.command
+    if run.args:
+        spec["args"] = run.args
+    if run.post_start:
+        spec["lifecycle"] = {"postStart": {"exec": {"command": run.post_start}}}
     if db.spec.resources is not None:
         spec["resources"] = db.spec.resources.to_wire()
     return spec
 
 
-def pod_template(db: Database, credentials_checksum: str | None = None) -> Manifest:
-    """The pod: labelled, hardened, one container, one data volume.
+def placement(db: Database) -> Manifest:
+    """Where the pods may run: the user's scheduling fields, as the pod spec names them."""
+    spec = db.spec
+    found: Manifest = {
+        "nodeSelector": spec.node_selector,
+        "tolerations": [t.to_wire() for t in spec.tolerations] if spec.tolerations else None,
+        "affinity": spec.affinity.to_wire() if spec.affinity else None,
+        "topologySpreadConstraints": (
+            [c.to_wire() for c in spec.topology_spread_constraints]
+            if spec.topology_spread_constraints
+            else None
+        ),
+        "priorityClassName": spec.priority_class_name,
+    }
+    return {key: value for key, value in found.items() if value}
+
+
+def pod_template(
+    db: Database, credentials_checksum: str | None = None, role: str = PRIMARY
+) -> Manifest:
+    """The pod: labelled, hardened, placed, one container, one data volume.
 
     ``credentials_checksum`` (see desired.credentials_checksum) rolls the pods when the
     credentials change; None leaves it out (an offline render has no Secret to read).
     """
-    annotations = {CREDENTIALS_ANNOTATION: credentials_secret_name(db)}
+    annotations = dict(db.spec.pod_annotations or {})
+    annotations[CREDENTIALS_ANNOTATION] = credentials_secret_name(db)
     if credentials_checksum:
         annotations[CREDENTIALS_CHECKSUM_ANNOTATION] = credentials_checksum
+    pod_labels = (db.spec.pod_labels or {}) | labels(db) | {ROLE_LABEL: role}
     return {
-        "metadata": {"labels": labels(db), "annotations": annotations},
+        "metadata": {"labels": pod_labels, "annotations": annotations},
         "spec": {
             # A database needs no API access.
             "automountServiceAccountToken": False,
@@ -139,22 +210,37 @@ def pod_template(db: Database, credentials_checksum: str | None = None) -> Manif
             # like an engine, which the official images' entrypoints may misread.
             "enableServiceLinks": False,
             "securityContext": pod_security_context(db),
-            "containers": [container(db)],
-            "volumes": [data_volume(db)],
+            "containers": [container(db, role)],
+            "volumes": [data_volume(db, role)],
+            **placement(db),
         },
     }
 
 
 def deployment(db: Database, credentials_checksum: str | None = None) -> Manifest:
-    """The Deployment ``<name>``, controlled by the Database."""
+    """The primary's Deployment ``<name>`` (one pod; none while hibernating)."""
+    return _deployment(db, db.name, primary_count(db), credentials_checksum, PRIMARY)
+
+
+def replicas_deployment(db: Database, credentials_checksum: str | None = None) -> Manifest | None:
+    """The read replicas' Deployment ``<name>-replicas``, or None when there are none."""
+    count = read_replica_count(db)
+    if not count:
+        return None
+    return _deployment(db, replicas_name(db), count, credentials_checksum, REPLICA)
+
+
+def _deployment(
+    db: Database, name: str, replicas: int, credentials_checksum: str | None, role: str
+) -> Manifest:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": object_meta(db, db.name, controlled_owner_references(db)),
+        "metadata": object_meta(db, name, controlled_owner_references(db)),
         "spec": {
-            "replicas": db.spec.replicas,
-            "selector": {"matchLabels": selector_labels(db)},
-            "strategy": strategy(db),
-            "template": pod_template(db, credentials_checksum),
+            "replicas": replicas,
+            "selector": {"matchLabels": selector_labels(db, role)},
+            "strategy": strategy(db, role),
+            "template": pod_template(db, credentials_checksum, role),
         },
     }

@@ -1,0 +1,151 @@
+"""How each engine runs as a primary and as a read replica: the command lines, environment and
+set-up the pods run, in one place.
+
+The pod builders (desired/workload.py) and the recipe tests (tests/integration/test_recipes.py,
+which start Debian's own postgres and redis-server on loopback, set up a primary, attach a
+replica, write on one and read on the other) take them from here, so what is tested is what the
+pods run. Values in ``$(VAR)`` form are expanded by the kubelet from the container's env (the
+tests expand them the same way: `expand`); shell scripts read ``$VAR`` themselves. Secrets reach
+both only through the environment, never through these strings.
+
+PostgreSQL: streaming replication with hot standby. The primary gets a replication role
+(``REPLICATION_USER``, password from the Secret key ``replication-password``) and its pg_hba
+line, set up after every start (idempotent: an existing single instance scaled up gets them too,
+and a rotated password is applied). A replica clones the primary with ``pg_basebackup -R`` into
+its ephemeral data directory at every start, then runs as a hot standby.
+
+Redis: ``replicaof`` the primary's Service, authenticating with the same password
+(``masterauth``); replicas are read-only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from database_operator.engines import Engine
+
+#: The role the PostgreSQL replicas connect as.
+REPLICATION_USER = "replicator"
+#: The pg_hba.conf line that lets it stream from any address, with a password.
+PG_HBA_REPLICATION = f"host replication {REPLICATION_USER} all scram-sha-256"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a container runs: ``command`` (None: the image's entrypoint), ``args``, extra plain
+    ``env``, and a script to run once the server is up (a postStart hook; None: nothing)."""
+
+    command: list[str] | None
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    post_start: list[str] | None = None
+
+
+# PostgreSQL's primary set-up: wait for the server (the image's first start runs initdb with a
+# server on the socket only), add the pg_hba line once, create or update the role, reload. The
+# password goes in as a psql variable, quoted by psql (%L): never spliced into SQL text.
+POSTGRES_PRIMARY_SETUP = f"""\
+set -eu
+[ -n "${{REPLICATION_PASSWORD:-}}" ] || exit 0
+until pg_isready -q -h 127.0.0.1; do sleep 1; done
+hba="$PGDATA/pg_hba.conf"
+grep -qxF '{PG_HBA_REPLICATION}' "$hba" || echo '{PG_HBA_REPLICATION}' >> "$hba"
+PGPASSWORD="$POSTGRES_PASSWORD" psql -v ON_ERROR_STOP=1 -q -h 127.0.0.1 \\
+  -U "$POSTGRES_USER" -d postgres -v user={REPLICATION_USER} -v password="$REPLICATION_PASSWORD" \\
+  <<'SQL'
+SELECT format('CREATE ROLE %I', :'user')
+  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') \\gexec
+SELECT format('ALTER ROLE %I WITH REPLICATION LOGIN PASSWORD %L', :'user', :'password') \\gexec
+SELECT pg_reload_conf();
+SQL
+"""  # noqa: S608 - constants only; the password is a psql variable, quoted by psql
+
+# A PostgreSQL replica: clone the primary afresh (the data directory is ephemeral), retrying
+# until the primary answers, then run as a hot standby with the settings given as arguments.
+POSTGRES_REPLICA = f"""\
+set -eu
+export PGPASSWORD="$REPLICATION_PASSWORD"
+mkdir -p "$PGDATA"
+chmod 0700 "$PGDATA"
+until rm -rf "${{PGDATA:?}}"/* && pg_basebackup -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" \\
+    -U {REPLICATION_USER} -D "$PGDATA" -R -X stream -c fast; do
+  echo "waiting for the primary at $PRIMARY_HOST:$PRIMARY_PORT" >&2
+  sleep 2
+done
+exec postgres -D "$PGDATA" -c hot_standby=on "$@"
+"""
+
+
+def primary(engine: Engine, *, port: int, data_dir: str, settings: list[str]) -> Recipe:
+    """The primary (or single instance) of ``engine``, listening on ``port``."""
+    if engine is Engine.POSTGRES:
+        return Recipe(
+            command=None,
+            args=["postgres", *settings],
+            env={"PGPORT": str(port)},
+            post_start=["sh", "-c", POSTGRES_PRIMARY_SETUP],
+        )
+    if engine is Engine.REDIS:
+        return Recipe(command=None, args=[*_redis_base(port, data_dir), *settings])
+    # mysql: the image's entrypoint and its port; settings only.
+    return Recipe(command=None, args=list(settings))
+
+
+def replica(
+    engine: Engine,
+    *,
+    port: int,
+    data_dir: str,
+    primary_host: str,
+    primary_port: int,
+    settings: list[str],
+) -> Recipe:
+    """A read replica of ``engine`` following the primary at ``primary_host:primary_port``."""
+    if engine is Engine.POSTGRES:
+        return Recipe(
+            command=["sh", "-c", POSTGRES_REPLICA, "replica", *settings],
+            args=[],
+            env={
+                "PGPORT": str(port),
+                "PRIMARY_HOST": primary_host,
+                "PRIMARY_PORT": str(primary_port),
+            },
+        )
+    if engine is Engine.REDIS:
+        return Recipe(
+            command=None,
+            args=[
+                *_redis_base(port, data_dir),
+                "--replicaof",
+                primary_host,
+                str(primary_port),
+                "--replica-read-only",
+                "yes",
+                *settings,
+            ],
+        )
+    raise ValueError(f"{engine} has no replication the operator sets up")
+
+
+def _redis_base(port: int, data_dir: str) -> list[str]:
+    # masterauth on the primary too: the same arguments serve a primary and its replicas.
+    return [
+        "--port",
+        str(port),
+        "--requirepass",
+        "$(REDIS_PASSWORD)",
+        "--masterauth",
+        "$(REDIS_PASSWORD)",
+        "--dir",
+        data_dir,
+    ]
+
+
+_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """``$(VAR)`` references expanded as the kubelet does (unknown ones are left as written)."""
+    return _REFERENCE.sub(lambda m: env.get(m.group(1), m.group(0)), text)
