@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -85,7 +86,9 @@ def snapshot(kubeconfig: Path) -> tuple[list[str], bool]:
     """Lines of the live view, and whether every Database is Active."""
     dbs = json.loads(run_kubectl(kubeconfig, "get", "databases", "-A", "-o", "json"))["items"]
     pods = json.loads(run_kubectl(kubeconfig, "get", "pods", "-A", "-o", "json"))["items"]
-    lines = [f"{'DATABASE':<12}{'ENGINE':<10}{'PHASE':<10}{'READY':<7}PODS"]
+    lines = [
+        f"{'DATABASE':<12}{'ENGINE':<10}{'PHASE':<10}{'READY':<7}PODS (P: primary, R: replica)"
+    ]
     for db in dbs:
         name, status = db["metadata"]["name"], db.get("status", {})
         mine = [
@@ -94,13 +97,19 @@ def snapshot(kubeconfig: Path) -> tuple[list[str], bool]:
             if p["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == name
         ]
         states = ", ".join(
-            f"{p['metadata']['name'].rsplit('-', 1)[-1]}:{pod_state(p)}" for p in mine
+            f"{role_of(p)}:{p['metadata']['name'].rsplit('-', 1)[-1]}:{pod_state(p)}"
+            for p in sorted(mine, key=role_of)
         )
         ready = f"{status.get('readyReplicas', 0)}/{db['spec'].get('replicas', 1)}"
         phase, engine = status.get("phase", "-"), db["spec"]["engine"]
         lines.append(f"{name:<12}{engine:<10}{phase:<10}{ready:<7}{states or '-'}")
     all_active = bool(dbs) and all(db.get("status", {}).get("phase") == "Active" for db in dbs)
     return lines, all_active
+
+
+def role_of(pod: dict[str, Any]) -> str:
+    role = pod["metadata"].get("labels", {}).get("databases.example.com/role", "")
+    return "P" if role == "primary" else "R"
 
 
 def pod_state(pod: dict[str, object]) -> str:
@@ -174,10 +183,14 @@ Every sample is Active. The cluster and the operator keep running; poke them:
   export KUBECONFIG={kubeconfig} PATH={ROOT / "bin"}:$PATH
   kubectl get db                                  # Databases, their phase and readiness
   kubectl get deploy,rs,pods,svc,pvc,secrets      # what the operator made
-  kubectl scale db/sessions --replicas=5          # scale through the scale subresource
+  kubectl get secret sessions-connection -o jsonpath='{{.data.uri}}' | base64 -d   # bind to it
+  kubectl scale db/sessions --replicas=5          # 1 primary + 4 read replicas (Redis replicaof)
+  kubectl scale db/orders --replicas=3            # 1 primary + 2 streaming replicas (Postgres)
   kubectl delete pod -l app.kubernetes.io/instance=inventory   # break it: watch it heal
-  kubectl annotate pod -l app.kubernetes.io/instance=sessions \\
-    database-operator.example.com/simulate=not-ready            # pods unready: Degraded
+  kubectl annotate pod -l app.kubernetes.io/instance=sessions,databases.example.com/role=replica \\
+    database-operator.example.com/simulate=not-ready            # replicas unready: Degraded
+  kubectl annotate pod -l app.kubernetes.io/instance=sessions,databases.example.com/role=primary \\
+    database-operator.example.com/simulate=not-ready            # primary unready: not Ready
   kubectl annotate pod -l app.kubernetes.io/instance=sessions \\
     database-operator.example.com/simulate-                     # ready again: Active
   kubectl patch db orders --type=merge -p '{{"spec":{{"version":"17"}}}}'  # roll out a new version
