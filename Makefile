@@ -84,7 +84,7 @@ fmt: install ## Format and fix what ruff can.
 .PHONY: typecheck
 typecheck: install ## mypy --strict.
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py
+	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py hack/bench.py
 
 .PHONY: unit
 unit: install ## Unit tests (no server).
@@ -110,6 +110,13 @@ chaos: install tools envtest ## The fault suite and the property test at full le
 	FAULTS_SCALE=$(FAULTS_SCALE) PROPERTY_EXAMPLES=$(PROPERTY_EXAMPLES) $(VENV)/bin/pytest -s -q \
 		--timeout=3600 --hypothesis-show-statistics $(PYTEST_ARGS) \
 		tests/integration/test_faults.py tests/integration/test_properties.py
+
+N ?= 100,1000
+SHARDS_N ?= 2000
+
+.PHONY: bench
+bench: install tools envtest ## The operator against a floor client on a local control plane (N=100,1000; SHARDS_N=2000 for sharding, 0: skip); prints the table, writes .local/bench/<commit>.json.
+	$(PY) hack/bench.py --n $(N) --shards-n $(SHARDS_N)
 
 .PHONY: helm-lint
 helm-lint: tools ## helm lint --strict the chart, with its defaults and each values-<env>.yaml.
