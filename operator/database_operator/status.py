@@ -18,7 +18,7 @@ Ready
     when                               status  reason
     =================================  ======  ===============================================
     outcome.deleting                   False   Deleting
-    outcome.failure_reason             False   <failure_reason> (message: failure_message)
+    outcome.failure                    False   <failure.reason> (message: failure.message)
     all ready, spec.replicas == 0      True    ScaledToZero
     all ready                          True    ReplicasReady ("3/3 replicas ready: ...")
     was_active, primary ready          True    PrimaryReady (read replicas lost or rolling)
@@ -31,7 +31,7 @@ Ready
 Progressing
     =================================  ======  ===============================================
     outcome.deleting                   True    Deleting
-    outcome.failure_reason             False   <failure_reason>
+    outcome.failure                    False   <failure.reason>
     spec.paused                        False   Paused (children are not changed)
     all ready                          False   RolloutComplete
     no primary                         True    Creating
@@ -43,8 +43,8 @@ Progressing
 
 Degraded
     =================================  ======  ===============================================
-    outcome.failure_reason             True    <failure_reason>
-    outcome.error_reason               True    <error_reason> (message: error_message)
+    outcome.failure                    True    <failure.reason>
+    outcome.error                      True    <error.reason> (message: error.message)
     outcome.deleting                   False   Deleting
     was_active, primary lost           True    PrimaryUnavailable (reads and writes fail)
     was_active, read replicas lost     True    ReplicasUnavailable ("1/2 read replicas ready")
@@ -57,7 +57,7 @@ replicas fell below min(wanted, the previous ready read replicas), or Degraded a
 ReplicasUnavailable and they are still below what is wanted. A rollout, a scale-up (more wanted
 than were ever ready) or a scale-down loses nothing.
 
-Phase: Deleting if outcome.deleting; else Failed if outcome.failure_reason; else Degraded if the
+Phase: Deleting if outcome.deleting; else Failed if outcome.failure; else Degraded if the
 Degraded condition is True and the Database was Active; else Active if Ready; else Pending if it
 never was Active; else Active (a rollout or scale-up of an Active database: Ready False and
 Progressing True say so).
@@ -81,6 +81,7 @@ from database_operator.api.models import (
     DatabaseStatus,
     Phase,
 )
+from database_operator.reasons import Problem, Reason
 
 READY = "Ready"
 PROGRESSING = "Progressing"
@@ -94,14 +95,12 @@ DELETING_MESSAGE = "the Database is being deleted"
 class Outcome:
     """What the reconcile found or did this round, beyond the observed workloads."""
 
-    #: CamelCase reason the spec cannot be acted on (e.g. CredentialsSecretNotFound).
-    failure_reason: str | None = None
-    failure_message: str = ""
+    #: Why the spec cannot be acted on (e.g. CredentialsSecretNotFound): phase Failed.
+    failure: Problem | None = None
     paused: bool = False
     deleting: bool = False
-    #: CamelCase reason of a retryable error this round (e.g. an API error).
-    error_reason: str | None = None
-    error_message: str = ""
+    #: An error that keeps being retried (ReconcileError): Degraded says so.
+    error: Problem | None = None
     #: The connection Secret, once it exists (status.binding).
     binding: str | None = None
 
@@ -123,11 +122,11 @@ class _Verdict:
     message: str = ""
 
 
-def _true(reason: str, message: str = "") -> _Verdict:
+def _true(reason: Reason, message: str = "") -> _Verdict:
     return _Verdict(ConditionStatus.TRUE, reason, message)
 
 
-def _false(reason: str, message: str = "") -> _Verdict:
+def _false(reason: Reason, message: str = "") -> _Verdict:
     return _Verdict(ConditionStatus.FALSE, reason, message)
 
 
@@ -235,70 +234,72 @@ def _observe(db: Database, workloads: Workloads) -> _Observed:
 
 def _ready(observed: _Observed, outcome: Outcome, was_active: bool) -> _Verdict:  # noqa: PLR0911
     if outcome.deleting:
-        return _false("Deleting", DELETING_MESSAGE)
-    if outcome.failure_reason:
-        return _false(outcome.failure_reason, outcome.failure_message)
+        return _false(Reason.DELETING, DELETING_MESSAGE)
+    if outcome.failure:
+        return _false(outcome.failure.reason, outcome.failure.message)
     if observed.all_ready and observed.wanted == 0:
-        return _true("ScaledToZero", "spec.replicas is 0: no database pod runs")
+        return _true(Reason.SCALED_TO_ZERO, "spec.replicas is 0: no database pod runs")
     if observed.all_ready:
-        return _true("ReplicasReady", observed.ready_message())
+        return _true(Reason.REPLICAS_READY, observed.ready_message())
     if was_active and observed.primary_ready:
-        return _true("PrimaryReady", observed.ready_message())
+        return _true(Reason.PRIMARY_READY, observed.ready_message())
     if not observed.primary.exists and outcome.paused:
-        return _false("Paused", f"{PAUSED_MESSAGE}; the Deployment does not exist")
+        return _false(Reason.PAUSED, f"{PAUSED_MESSAGE}; the Deployment does not exist")
     if not observed.primary.exists:
-        return _false("Creating", "the Deployment does not exist yet")
+        return _false(Reason.CREATING, "the Deployment does not exist yet")
     if not observed.rolled_out:
-        return _false("RollingOut", observed.rollout_message())
-    return _false("ReplicasUnavailable", observed.ready_message())
+        return _false(Reason.ROLLING_OUT, observed.rollout_message())
+    return _false(Reason.REPLICAS_UNAVAILABLE, observed.ready_message())
 
 
 def _progressing(  # noqa: PLR0911 - a return per row of the truth table
     observed: _Observed, outcome: Outcome, was_active: bool, previous: DatabaseStatus
 ) -> _Verdict:
     if outcome.deleting:
-        return _true("Deleting", DELETING_MESSAGE)
-    if outcome.failure_reason:
-        return _false(outcome.failure_reason, outcome.failure_message)
+        return _true(Reason.DELETING, DELETING_MESSAGE)
+    if outcome.failure:
+        return _false(outcome.failure.reason, outcome.failure.message)
     if outcome.paused:
-        return _false("Paused", PAUSED_MESSAGE)
+        return _false(Reason.PAUSED, PAUSED_MESSAGE)
     if observed.all_ready:
-        return _false("RolloutComplete", "the Deployments are rolled out")
+        return _false(Reason.ROLLOUT_COMPLETE, "the Deployments are rolled out")
     if not observed.primary.exists:
-        return _true("Creating", "creating the Deployment and its Service")
+        return _true(Reason.CREATING, "creating the Deployment and its Service")
     if not observed.rolled_out or not was_active:
-        return _true("RollingOut", observed.rollout_message())
+        return _true(Reason.ROLLING_OUT, observed.rollout_message())
     if observed.replicas.ready < observed.replicas.wanted and not _lost_read_replicas(
         observed, previous
     ):
-        return _true("RollingOut", f"read replicas starting: {observed.ready_message()}")
-    return _false("RolloutComplete", f"the Deployments are rolled out; {observed.ready_message()}")
+        return _true(Reason.ROLLING_OUT, f"read replicas starting: {observed.ready_message()}")
+    return _false(
+        Reason.ROLLOUT_COMPLETE, f"the Deployments are rolled out; {observed.ready_message()}"
+    )
 
 
 def _degraded(
     observed: _Observed, outcome: Outcome, was_active: bool, previous: DatabaseStatus
 ) -> _Verdict:
-    if outcome.failure_reason:
-        return _true(outcome.failure_reason, outcome.failure_message)
-    if outcome.error_reason:
-        return _true(outcome.error_reason, outcome.error_message)
+    if outcome.failure:
+        return _true(outcome.failure.reason, outcome.failure.message)
+    if outcome.error:
+        return _true(outcome.error.reason, outcome.error.message)
     if outcome.deleting:
-        return _false("Deleting", DELETING_MESSAGE)
+        return _false(Reason.DELETING, DELETING_MESSAGE)
     if was_active and _lost_primary(observed, previous):
         return _true(
-            "PrimaryUnavailable",
+            Reason.PRIMARY_UNAVAILABLE,
             "the primary is not ready: reads and writes through the Database's Service fail"
             + ("; the read replicas serve reads" if observed.replicas.ready else ""),
         )
     if was_active and _lost_read_replicas(observed, previous):
         return _true(
-            "ReplicasUnavailable",
+            Reason.REPLICAS_UNAVAILABLE,
             f"{observed.replicas.ready}/{observed.replicas.wanted} read replicas ready",
         )
-    return _false("AsExpected", "")
+    return _false(Reason.AS_EXPECTED, "")
 
 
-def _still_degraded(previous: DatabaseStatus, reason: str) -> bool:
+def _still_degraded(previous: DatabaseStatus, reason: Reason) -> bool:
     found = next((c for c in previous.conditions or [] if c.type == DEGRADED), None)
     return bool(found and found.status is ConditionStatus.TRUE and found.reason == reason)
 
@@ -307,7 +308,7 @@ def _lost_primary(observed: _Observed, previous: DatabaseStatus) -> bool:
     primary = observed.primary
     if primary.wanted == 0 or not primary.rolled_out or primary.is_ready:
         return False
-    return bool(previous.primary_ready) or _still_degraded(previous, "PrimaryUnavailable")
+    return bool(previous.primary_ready) or _still_degraded(previous, Reason.PRIMARY_UNAVAILABLE)
 
 
 def _lost_read_replicas(observed: _Observed, previous: DatabaseStatus) -> bool:
@@ -318,14 +319,14 @@ def _lost_read_replicas(observed: _Observed, previous: DatabaseStatus) -> bool:
         return False
     before = previous.ready_read_replicas or 0
     return replicas.ready < min(replicas.wanted, before) or _still_degraded(
-        previous, "ReplicasUnavailable"
+        previous, Reason.REPLICAS_UNAVAILABLE
     )
 
 
 def _phase(ready: _Verdict, degraded: _Verdict, outcome: Outcome, was_active: bool) -> Phase:
     if outcome.deleting:
         return Phase.DELETING
-    if outcome.failure_reason:
+    if outcome.failure:
         return Phase.FAILED
     if was_active and degraded.status is ConditionStatus.TRUE:
         return Phase.DEGRADED

@@ -14,6 +14,7 @@ from database_operator.api.models import (
     DatabaseStatus,
     Phase,
 )
+from database_operator.reasons import Problem, Reason
 from database_operator.status import Outcome, Workloads, compute_status, set_condition
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -161,7 +162,7 @@ def active_status() -> DatabaseStatus:
         pytest.param(
             make_deployment(),
             Phase.ACTIVE,
-            Outcome(failure_reason="CredentialsSecretNotFound", failure_message="no Secret x"),
+            Outcome(failure=Problem(Reason.CREDENTIALS_SECRET_NOT_FOUND, "no Secret x")),
             (
                 Phase.FAILED,
                 "False/CredentialsSecretNotFound",
@@ -173,15 +174,15 @@ def active_status() -> DatabaseStatus:
         pytest.param(
             make_deployment(),
             Phase.ACTIVE,
-            Outcome(error_reason="ApiError", error_message="409 Conflict"),
-            (Phase.DEGRADED, "True/ReplicasReady", "False/RolloutComplete", "True/ApiError"),
+            Outcome(error=Problem(Reason.RECONCILE_ERROR, "409 Conflict")),
+            (Phase.DEGRADED, "True/ReplicasReady", "False/RolloutComplete", "True/ReconcileError"),
             id="retryable-error-while-ready",
         ),
         pytest.param(
             None,
             None,
-            Outcome(error_reason="ApiError", error_message="403 Forbidden"),
-            (Phase.PENDING, "False/Creating", "True/Creating", "True/ApiError"),
+            Outcome(error=Problem(Reason.RECONCILE_ERROR, "403 Forbidden")),
+            (Phase.PENDING, "False/Creating", "True/Creating", "True/ReconcileError"),
             id="retryable-error-before-ready",
         ),
         pytest.param(
@@ -208,7 +209,7 @@ def active_status() -> DatabaseStatus:
         pytest.param(
             make_deployment(),
             Phase.ACTIVE,
-            Outcome(deleting=True, failure_reason="CredentialsSecretNotFound"),
+            Outcome(deleting=True, failure=Problem(Reason.CREDENTIALS_SECRET_NOT_FOUND)),
             (
                 Phase.DELETING,
                 "False/Deleting",
@@ -359,8 +360,9 @@ def test_the_binding_names_the_connection_secret_once_it_exists() -> None:
 
 def test_failure_message_names_the_problem() -> None:
     outcome = Outcome(
-        failure_reason="CredentialsSecretNotFound",
-        failure_message="Secret my-creds not found in namespace prod",
+        failure=Problem(
+            Reason.CREDENTIALS_SECRET_NOT_FOUND, "Secret my-creds not found in namespace prod"
+        ),
     )
     status = compute_status(make_db(), Workloads(None), NO_STATUS, outcome, T0)
     ready = condition(status, "Ready")
@@ -371,7 +373,7 @@ def test_failure_message_names_the_problem() -> None:
 
 
 def test_error_message_is_carried_by_degraded() -> None:
-    outcome = Outcome(error_reason="ApiError", error_message="the API server said 500")
+    outcome = Outcome(error=Problem(Reason.RECONCILE_ERROR, "the API server said 500"))
     degraded = condition(
         compute_status(make_db(), Workloads(None), NO_STATUS, outcome, T0), "Degraded"
     )
@@ -501,7 +503,7 @@ def test_failed_then_fixed_becomes_active() -> None:
         db,
         Workloads(make_deployment()),
         NO_STATUS,
-        Outcome(failure_reason="CredentialsSecretInvalid"),
+        Outcome(failure=Problem(Reason.CREDENTIALS_SECRET_INVALID)),
         T0,
     )
     assert failed.phase is Phase.FAILED
@@ -600,3 +602,9 @@ def test_degraded_stays_until_every_wanted_read_replica_is_back() -> None:
         Phase.DEGRADED,
         Phase.ACTIVE,
     ]
+
+
+def test_every_reason_is_explained_in_the_operations_guide() -> None:
+    from database_operator.reasons import EXPLAINED
+
+    assert set(EXPLAINED) == set(Reason)
