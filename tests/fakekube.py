@@ -69,6 +69,8 @@ class FakeKube:
 
     objects: dict[ObjectKey, Manifest] = field(default_factory=dict)
     writes: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Reads asked of the "server": (verb, kind, name or namespace).
+    reads: list[tuple[str, str, str]] = field(default_factory=list)
     failures: list[tuple[str, str, ApiError]] = field(default_factory=list)
     field_manager: str = FIELD_MANAGER
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
@@ -109,8 +111,42 @@ class FakeKube:
 
     async def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
         self._check("GET", kind)
+        self.reads.append(("GET", kind, name))
         found = self.objects.get((kind, namespace, name))
         return copy.deepcopy(found) if found is not None else None
+
+    #: Everything here is "live": nothing is cached.
+    async def get_live(self, kind: str, namespace: str, name: str) -> Manifest | None:
+        return await self.get(kind, namespace, name)
+
+    def cached(self, kind: str) -> bool:
+        return False
+
+    async def list_objects(
+        self, kind: str, namespace: str | None, selector: str | None = None
+    ) -> list[Manifest]:
+        items, _ = await self.list_metadata(kind, namespace, selector)
+        return [
+            copy.deepcopy(
+                self.objects[(kind, item["metadata"]["namespace"], item["metadata"]["name"])]
+            )
+            for item in items
+        ]
+
+    async def list_metadata(
+        self, kind: str, namespace: str | None, selector: str | None = None
+    ) -> tuple[list[Manifest], str]:
+        self._check("LIST", kind)
+        self.reads.append(("LIST", kind, namespace or ""))
+        wanted = dict(term.split("=", 1) for term in selector.split(",")) if selector else {}
+        items = [
+            {"kind": kind, "metadata": copy.deepcopy(obj["metadata"])}
+            for (held_kind, held_namespace, _), obj in self.objects.items()
+            if held_kind == kind
+            and namespace in (None, held_namespace)
+            and wanted.items() <= (obj["metadata"].get("labels") or {}).items()
+        ]
+        return items, str(next(self._versions))
 
     async def create(self, manifest: Manifest, exist_ok: bool = False) -> Manifest | None:
         self._check("POST", manifest["kind"])

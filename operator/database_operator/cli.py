@@ -139,6 +139,9 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--workers", help="Databases reconciled at the same time")
     run.add_argument(
+        "--shard", help="reconcile only Databases labelled databases.example.com/shard=SHARD"
+    )
+    run.add_argument(
         "--peering",
         action=argparse.BooleanOptionalAction,
         default=None,

@@ -61,6 +61,13 @@ class Settings(BaseSettings):
         le=256,
         description="Databases reconciled at the same time (each Database one at a time).",
     )
+    shard: str | None = Field(
+        default=None,
+        pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        max_length=63,
+        description="Reconcile only the Databases labelled databases.example.com/shard=SHARD "
+        "(selected by the API server); empty reconciles every Database.",
+    )
     peering: bool = Field(
         default=False, description="Coordinate several replicas with Kopf peering (HA)."
     )
@@ -70,7 +77,9 @@ class Settings(BaseSettings):
         description="Seconds a peer's heartbeat stays valid: a crashed peer is replaced after it.",
     )
     peering_name: str = Field(
-        default="database-operator", min_length=1, description="Name of the KopfPeering object."
+        default="database-operator",
+        min_length=1,
+        description="Name of the KopfPeering object (with a shard: database-operator-SHARD).",
     )
     priority: int | None = Field(
         default=None,
@@ -88,6 +97,19 @@ class Settings(BaseSettings):
     @classmethod
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _peering_per_shard(cls, data: object) -> object:
+        # Each shard's replicas elect their active one among themselves.
+        if isinstance(data, dict) and data.get("shard") and not data.get("peering_name"):
+            return {**data, "peering_name": f"database-operator-{data['shard']}"}
+        return data
+
+    @field_validator("shard", mode="before")
+    @classmethod
+    def _no_shard_when_empty(cls, value: object) -> object:
+        return value or None
 
     @model_validator(mode="after")
     def _peering_needs_exact_namespaces(self) -> Settings:

@@ -19,17 +19,19 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
-from database_operator.api.models import Database
+from database_operator.api.models import KIND, Database
+from database_operator.cache import CachedKube, ObjectCache, newer, stripped, version
 from database_operator.config import Settings
 from database_operator.kube import ApiError, Kube
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import Metrics
+from database_operator.ownership import owner_key
+from database_operator.reasons import Problem, Reason
 from database_operator.reconcile import (
     EventSink,
     Result,
@@ -41,6 +43,7 @@ from database_operator.reconcile import (
     remove_finalizer,
     write_status,
 )
+from database_operator.selection import child_selector, database_selector
 from database_operator.status import Outcome
 from database_operator.workqueue import WorkQueue
 
@@ -53,30 +56,17 @@ RETRY_BASE_S = 0.5
 RESYNC_JITTER = 0.1
 #: What a watch event's type means for the log's "trigger".
 TRIGGERS = {None: "resume", "ADDED": "create", "MODIFIED": "update"}
-
-
-def newer(candidate: Mapping[str, Any], known: Mapping[str, Any] | None) -> bool:
-    """Whether ``candidate`` is a later version of the object than ``known``.
-
-    resourceVersions are opaque to clients by contract, but etcd's are increasing integers and
-    this only orders two versions of one object: a watch event that arrives after our own write
-    returned a newer body must not put the older one back. Unparseable: trust the newcomer.
-    """
-    if known is None:
-        return True
-    if candidate["metadata"].get("uid") != known["metadata"].get("uid"):
-        return True
-    try:
-        return int(candidate["metadata"]["resourceVersion"]) >= int(
-            known["metadata"]["resourceVersion"]
-        )
-    except (KeyError, TypeError, ValueError):
-        return True
+#: Triggers that ask for a reconcile whatever the caches say: the periodic one, a retry after
+#: a failure, the first look after a start, and the audit's (what the cache lacked).
+SCHEDULED = frozenset({"resync", "retry", "resume", "audit"})
+#: The children the watches deliver whole (by our label): read from the cache, not the server.
+WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim")
 
 
 @dataclass
 class Controller:
-    """The Databases as last seen, the queue of those to look at, and the workers."""
+    """The Databases and their children as last seen, the queue of Databases to look at, and
+    the workers."""
 
     kube: Kube
     settings: Settings
@@ -85,25 +75,42 @@ class Controller:
     events_for: Callable[[Manifest], EventSink]
     queue: WorkQueue[Key] = field(init=False)
     databases: dict[Key, Manifest] = field(default_factory=dict)
+    children: ObjectCache = field(default_factory=lambda: ObjectCache(WATCHED_CHILDREN))
+    #: The API as the reconcile sees it: watched children from the cache, writes cached.
+    client: CachedKube = field(init=False)
+    #: What each Database and its children were when its last reconcile ended (their
+    #: resourceVersions): an event that arrives during a reconcile and turns out to be the echo
+    #: of its own writes finds nothing new, and costs no second reconcile.
+    settled: dict[Key, object] = field(default_factory=dict)
     #: Set while this operator may act (always, unless peering pauses it: see standby.py).
     active: asyncio.Event = field(default_factory=asyncio.Event)
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     def __post_init__(self) -> None:
         self.queue = WorkQueue(base_delay=RETRY_BASE_S, max_delay=self.settings.retry_max_delay)
+        self.client = CachedKube(self.kube, self.children)
 
     # --- what the watches tell ------------------------------------------------------------------
 
     def observe(self, event_type: str | None, body: Manifest) -> None:
-        """A Database's watch event: remember the object, and look at it soon."""
+        """A Database's watch event: remember the object, and look at it soon — unless it is
+        the echo of our own write (the version that write returned is known already)."""
         key = key_of(body)
         if event_type == "DELETED":
-            self.databases.pop(key, None)
-            self.queue.discard(key)
-            self.metrics.phases.forget(*key)
+            self._forget(key)
             return
-        self.remember(body)
-        self.queue.add(key, TRIGGERS.get(event_type, "update"))
+        if self.remember(body):
+            self.queue.add(key, TRIGGERS.get(event_type, "update"))
+
+    def child_event(self, event_type: str | None, body: Manifest) -> None:
+        """A watched child's event: cache it, and wake its Database if it changed."""
+        if event_type == "DELETED":
+            changed = self.children.discard(body)
+        else:
+            changed = self.children.put(body)
+        owner = owner_key(body)
+        if changed and owner is not None:
+            self.wake(owner, str(body.get("kind", "child")))
 
     def wake(self, key: Key, trigger: str) -> None:
         """Something a Database owns changed: look at the Database soon (if it is known; a child
@@ -111,17 +118,93 @@ class Controller:
         if key in self.databases:
             self.queue.add(key, trigger)
 
-    def remember(self, body: Manifest) -> None:
+    def remember(self, body: Manifest) -> bool:
+        """Keep ``body`` if it is newer than the Database known; whether it was."""
         key = key_of(body)
-        if newer(body, self.databases.get(key)):
-            self.databases[key] = body
+        if not newer(body, self.databases.get(key)):
+            return False
+        self.databases[key] = stripped(body)
+        return True
 
     # --- the workers --------------------------------------------------------------------------
 
     def start(self, workers: int) -> list[asyncio.Task[None]]:
-        """Start ``workers`` tasks on the queue, now (before Kopf starts: Kopf waits at exit for
-        tasks started after it, and these stop only when told to)."""
-        return [asyncio.create_task(self._work(), name=f"reconciler-{i}") for i in range(workers)]
+        """Start ``workers`` tasks on the queue and the audit of the caches, now (before Kopf
+        starts: Kopf waits at exit for tasks started after it, and these stop only when told
+        to)."""
+        tasks = [asyncio.create_task(self._work(), name=f"reconciler-{i}") for i in range(workers)]
+        return [*tasks, asyncio.create_task(self._audit_every_period(), name="audit")]
+
+    # --- the caches: filled at start, audited every period ----------------------------------
+
+    async def prime(self) -> None:
+        """Fill the children's cache with one listing per kind, before the first reconcile: a
+        restart then reads no child it already knows of."""
+        for namespace in self._audited_namespaces():
+            for kind in WATCHED_CHILDREN:
+                selector = child_selector(self.settings)
+                for obj in await self.kube.list_objects(kind, namespace, selector):
+                    self.children.put(obj)
+
+    async def _audit_every_period(self) -> None:
+        interval = self.settings.resync_interval
+        while True:
+            await asyncio.sleep(interval * (1 + random.uniform(0, RESYNC_JITTER)))  # noqa: S311
+            await self.active.wait()
+            try:
+                await self.audit()
+            except ApiError as error:
+                get_logger().warning("could not audit the caches", error=str(error))
+
+    async def audit(self) -> None:
+        """Correct what a lost watch event left wrong in the caches, once per resync period.
+
+        A watch that breaks and resumes, or lists afresh, tells nothing of what was deleted
+        meanwhile; a lost event leaves a stale version. So the caches are compared with a
+        listing of names and resourceVersions (metadata only: no bodies), a few requests per
+        period whatever the number of Databases: what is stale or missing is dropped and its
+        Database looked at again (reading it afresh); what is gone is forgotten.
+        """
+        for namespace in self._audited_namespaces():
+            await self._audit_databases(namespace)
+            for kind in WATCHED_CHILDREN:
+                await self._audit_children(kind, namespace)
+
+    def _audited_namespaces(self) -> list[str | None]:
+        namespaces = self.settings.namespaces
+        if not namespaces:
+            return [None]
+        if all(not set(ns) & set("*?[]!") for ns in namespaces):
+            return [*namespaces]
+        return [*sorted({key[0] for key in self.databases})]  # globs: where Databases were seen
+
+    async def _audit_databases(self, namespace: str | None) -> None:
+        listed, at = await self.kube.list_metadata(
+            KIND, namespace, database_selector(self.settings)
+        )
+        names = {key_of(meta): meta for meta in listed}
+        for key, held in list(self.databases.items()):
+            if namespace in (None, key[0]) and key not in names and version(held) < int(at or 0):
+                self._forget(key)
+        for key, meta in names.items():
+            if newer(meta, self.databases.get(key)):
+                fresh = await self.kube.get(KIND, *key)
+                if fresh is not None:
+                    self.observe("MODIFIED", fresh)
+
+    async def _audit_children(self, kind: str, namespace: str | None) -> None:
+        listed, at = await self.kube.list_metadata(kind, namespace, child_selector(self.settings))
+        names = {key_of(meta) for meta in listed}
+        for held in self.children.objects_of(kind, namespace):
+            if key_of(held) not in names and version(held) < int(at or 0):
+                self.child_event("DELETED", held)
+        for meta in listed:
+            stale = self.children.get(kind, *key_of(meta))
+            if newer(meta, stale):
+                if stale is not None:
+                    self.children.discard(stale)  # read afresh by the reconcile
+                if (owner := owner_key(meta)) is not None:
+                    self.wake(owner, "audit")
 
     async def stop(self, tasks: list[asyncio.Task[None]]) -> None:
         """Stop the workers: a reconcile in progress is cancelled, the queue is dropped."""
@@ -158,6 +241,8 @@ class Controller:
         body = self.databases.get(key)
         if body is None:
             return None
+        if trigger not in SCHEDULED and self.settled.get(key) == self._versions(key, body):
+            return None  # woken by the echo of our own writes: nothing changed since
         started = time.monotonic()
         try:
             if body["metadata"].get("deletionTimestamp"):
@@ -165,16 +250,34 @@ class Controller:
                 return None
             result = await self._reconcile(key, body)
         except Exception as error:
-            await self._failed(key, trigger, error)
+            if isinstance(error, ApiError) and self._is_gone(key, error):
+                self._forget(key)
+            else:
+                await self._failed(key, trigger, error)
             return None
         self.queue.forget(key)
         if result.gone:
-            self.databases.pop(key, None)
-            self.queue.discard(key)
+            self._forget(key)
             return result
         self._schedule_resync(key)
         self._record(key, trigger, result, started)
+        self.settled[key] = self._versions(key, self.databases.get(key, body))
         return result
+
+    @staticmethod
+    def _is_gone(key: Key, error: ApiError) -> bool:
+        """The Database itself is not found: deleted while the watch was away (a re-list
+        after a lost watch brings no DELETED event)."""
+        return error.status == 404 and error.path.startswith(Kube.path(KIND, *key))
+
+    def _versions(self, key: Key, body: Manifest) -> object:
+        return (body["metadata"].get("resourceVersion"), self.children.versions_of(key))
+
+    def _forget(self, key: Key) -> None:
+        self.settled.pop(key, None)
+        self.databases.pop(key, None)
+        self.queue.discard(key)
+        self.metrics.phases.forget(*key)
 
     def _schedule_resync(self, key: Key) -> None:
         interval = self.settings.resync_interval
@@ -184,12 +287,12 @@ class Controller:
     async def _reconcile(self, key: Key, body: Manifest) -> Result:
         confirmed = False
         if not has_finalizer(body):
-            body = await add_finalizer(self.kube, body)
+            body = await add_finalizer(self.client, body)
             self.remember(body)
             confirmed = True  # the API server just answered with it: it exists
         with self.metrics.reconcile_duration.time():
             result = await reconcile(
-                self.kube, body, self.events_for(body), self.now, confirmed=confirmed
+                self.client, body, self.events_for(body), self.now, confirmed=confirmed
             )
         if result.body:
             self.remember(result.body)
@@ -199,8 +302,8 @@ class Controller:
         self.metrics.phases.set(*key, "Deleting")
         if not has_finalizer(body):
             return  # ours is gone already; other finalizers hold it, not us
-        done = await finalize(self.kube, body, self.events_for(body), self.now)
-        await remove_finalizer(self.kube, body)
+        done = await finalize(self.client, body, self.events_for(body), self.now)
+        await remove_finalizer(self.client, body)
         self.queue.forget(key)
         get_logger().info("finalized", namespace=key[0], name=key[1], done=done)
 
@@ -229,11 +332,11 @@ class Controller:
             return
         with contextlib.suppress(ApiError):
             db = Database.model_validate(body)
-            outcome = Outcome(error_reason="ReconcileError", error_message=str(error))
+            outcome = Outcome(error=Problem(Reason.RECONCILE_ERROR, str(error)))
             _, written = await write_status(
-                self.kube,
+                self.client,
                 db,
-                workloads=await observe_workloads(self.kube, db),
+                workloads=await observe_workloads(self.client, db),
                 outcome=outcome,
                 events=self.events_for(body),
                 now=self.now(),

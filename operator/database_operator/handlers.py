@@ -1,9 +1,15 @@
 """Kopf wiring only: which watch events reach the controller, and Kopf's own settings.
 
-Kopf watches (Databases; Deployments and Services selected by our label on the server), logs in,
-runs peering and probes. Every event only feeds the controller's cache and queue
-(controller.py), which reconciles: no Kopf change handlers, so Kopf writes nothing on the
-Databases itself — no progress or diff-base annotations, no finalizer of its own.
+Kopf watches (Databases; Deployments, Services and claims selected by our label on the server;
+with a shard, only that shard's), logs in, runs peering and probes. Every event only feeds the
+controller's caches and queue (controller.py), which reconciles: no Kopf change handlers, so
+Kopf writes nothing on the Databases itself — no progress or diff-base annotations, no
+finalizer of its own.
+
+The children's cache is filled by one listing per kind before the workers start
+(controller.prime), so the first reconcile after a start already sees every child; the watch
+keeps it current. (Kopf's indexes would do the same, but hold every object's first event until
+all are indexed, at a cost that grows with the square of their number.)
 """
 
 from __future__ import annotations
@@ -13,16 +19,18 @@ from typing import Any
 
 import kopf
 
-from database_operator import desired
-from database_operator.api.models import GROUP, KIND, PLURAL, VERSION
+from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.config import Settings
 from database_operator.controller import Controller
 from database_operator.kube import ApiError, Kube
+from database_operator.selection import child_selector, database_selector
 
-#: Owned children are watched with this server-side label selector: nothing else is streamed.
-CHILD_SELECTOR = f"app.kubernetes.io/managed-by={desired.MANAGED_BY}"
-#: The children watched: (group, version, plural).
-CHILD_RESOURCES = (("apps", "v1", "deployments"), ("", "v1", "services"))
+#: The children watched: (group, version, plural), the cache's kinds (controller.py).
+CHILD_RESOURCES = (
+    ("apps", "v1", "deployments"),
+    ("", "v1", "services"),
+    ("", "v1", "persistentvolumeclaims"),
+)
 #: Characters that make a namespace a glob (Kopf then has to scan namespaces for matches).
 GLOB_CHARACTERS = set("*?[]!")
 #: Kopf removes its finalizer from any object no handler of its needs it for. Ours
@@ -33,11 +41,28 @@ KOPF_FINALIZER = f"{GROUP}/kopf-finalizer"
 KOPF_ERROR_BACKOFFS = (1, 2, 4, 8, 16, 30)
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """Kopf builds and compares a "diff-base" of every object at every event for its change
+    handlers; there are none here, so skip the work (a deep copy per event)."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
+        return None
+
+    def fetch(self, *, body: kopf.Body) -> Any:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
+        return None
+
+
 def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     """Kopf's settings for this operator."""
     settings.persistence.finalizer = KOPF_FINALIZER
+    settings.persistence.diffbase_storage = NoDiffBase()
+    if (databases := database_selector(ours)) is not None:
+        settings.watching.label_selectors[GROUP, VERSION, PLURAL] = databases
     for group, version, plural in CHILD_RESOURCES:
-        settings.watching.label_selectors[group, version, plural] = CHILD_SELECTOR
+        settings.watching.label_selectors[group, version, plural] = child_selector(ours)
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
@@ -79,24 +104,6 @@ async def ensure_peering_objects(
             )
 
 
-def owner_key(body: kopf.Body) -> tuple[str, str] | None:
-    """The (namespace, name) of the Database that controls a child, if one does."""
-    refs = body.metadata.get("ownerReferences") or []
-    owner = next(
-        (
-            ref
-            for ref in refs
-            if ref.get("controller")
-            and ref.get("kind") == KIND
-            and ref.get("apiVersion") == f"{GROUP}/{VERSION}"
-        ),
-        None,
-    )
-    if owner is None or body.metadata.namespace is None:
-        return None
-    return (body.metadata.namespace, str(owner["name"]))
-
-
 def register(controller: Controller, registry: kopf.OperatorRegistry) -> kopf.OperatorRegistry:
     """Register the operator's handlers on ``registry``."""
     ours = controller.settings
@@ -116,17 +123,14 @@ def register(controller: Controller, registry: kopf.OperatorRegistry) -> kopf.Op
     async def on_database(event: kopf.RawEvent, **_: Any) -> None:
         controller.observe(event.get("type"), dict(event["object"]))
 
-    async def on_child(body: kopf.Body, **_: Any) -> None:
-        key = owner_key(body)
-        if key is not None:
-            controller.wake(key, str(body.get("kind", "child")))
+    async def on_child(event: kopf.RawEvent, **_: Any) -> None:
+        controller.child_event(event.get("type"), dict(event["object"]))
 
     for group, version, plural in CHILD_RESOURCES:
         kopf.on.event(
             group=group or None,
             version=version,
             plural=plural,
-            labels={"app.kubernetes.io/managed-by": desired.MANAGED_BY},
             id=f"watch-{plural}",
             registry=registry,
         )(on_child)

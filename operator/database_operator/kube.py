@@ -2,7 +2,8 @@
 
 Objects go in and come out as plain camelCase dicts, exactly as the API server speaks them, so
 the pure builders and the status function never see client model classes. The official client
-is synchronous; each call runs in a worker thread so Kopf's event loop never blocks.
+is synchronous; each call runs in a thread of the Kube's own pool (as many threads as pooled
+connections), so Kopf's event loop never blocks and concurrent calls never queue for a thread.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -37,15 +39,22 @@ RESOURCES: dict[str, tuple[str, str]] = {
 }
 
 #: HTTP statuses worth retrying: conflicts, throttling, and the server's own trouble.
-RETRYABLE = {409, 429, 500, 502, 503, 504}
-#: HTTP statuses that refuse what we sent (invalid, or forbidden by admission): the same request
-#: fails again until the spec or the cluster changes.
-REFUSED = {400, 403, 422}
+RETRYABLE = {0, 401, 409, 429, 500, 502, 503, 504}
+#: HTTP statuses that refuse the content of a write (invalid or malformed).
+INVALID = {400, 422}
+#: How kube-apiserver's authorizer words a 403 (RBAC). Every other 403 is a refusal by
+#: admission: a webhook or ValidatingAdmissionPolicy, a ResourceQuota, a terminating namespace.
+RBAC_DENIAL = " cannot "
 
 
 @dataclass
 class ApiError(Exception):
-    """A failed API call, with what a caller needs to decide: retry or report."""
+    """A failed API call, with what a caller needs to decide: retry or report.
+
+    Two readings of a 403: missing RBAC (``forbidden``) is the operator's installation, fixed by
+    an administrator, so it is retried and reported as a reconcile error; a denial by admission
+    is about the object we sent (``refused``), reported on the Database as a rejection.
+    """
 
     status: int  # 0 when the server could not be reached
     reason: str
@@ -57,16 +66,21 @@ class ApiError(Exception):
         return f"{self.verb} {self.path}: {self.status} {self.reason}: {self.message}"
 
     @property
-    def retryable(self) -> bool:
-        """Worth trying again later: no answer, a conflict, throttling, a server error, or an
-        authorization problem an administrator may fix (RBAC applied after the operator)."""
-        return self.status in RETRYABLE or self.status in (0, 401, 403)
+    def forbidden(self) -> bool:
+        """RBAC does not allow the call."""
+        return self.status == 403 and RBAC_DENIAL in self.message
 
     @property
     def refused(self) -> bool:
         """The server refused the content of a write (422 invalid, 400 malformed, 403 denied by
-        admission or RBAC): reported on the Database, tried again at the next resync."""
-        return self.status in REFUSED
+        admission): reported on the Database, tried again at the next resync."""
+        return self.status in INVALID or (self.status == 403 and not self.forbidden)
+
+    @property
+    def retryable(self) -> bool:
+        """Worth trying again soon: no answer, a conflict, throttling, a server error, or a
+        permission an administrator may grant (RBAC applied after the operator)."""
+        return self.status in RETRYABLE or self.forbidden
 
 
 def _api_error(error: Exception, verb: str, path: str) -> ApiError:
@@ -78,19 +92,52 @@ def _api_error(error: Exception, verb: str, path: str) -> ApiError:
     return ApiError(0, type(error).__name__, str(error), verb, path)
 
 
-def new_api_client() -> client.ApiClient:
-    """A client for the cluster the operator runs in, else the current kubeconfig context."""
+def new_api_client(connections: int = 16) -> client.ApiClient:
+    """A client for the cluster the operator runs in, else the current kubeconfig context,
+    keeping up to ``connections`` connections open (urllib3's default of 10 would make calls
+    beyond it wait for a connection, or open and drop one each time)."""
+    configuration = client.Configuration()
     try:
-        config.load_incluster_config()
-        return client.ApiClient()
+        config.load_incluster_config(client_configuration=configuration)
     except config.ConfigException:
-        return config.new_client_from_config()
+        config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration)
+
+
+class KubeApi(Protocol):
+    """What the reconcile needs of the API: `Kube`, `cache.CachedKube`, or a test's fake."""
+
+    field_manager: str
+
+    def cached(self, kind: str) -> bool:
+        """Whether ``get`` of ``kind`` answers from a watch's cache rather than the server."""
+        ...
+
+    async def get(self, kind: str, namespace: str, name: str) -> Manifest | None: ...
+    async def get_live(self, kind: str, namespace: str, name: str) -> Manifest | None: ...
+    async def apply(self, manifest: Manifest, dry_run: bool = False) -> Manifest: ...
+    async def create(self, manifest: Manifest, exist_ok: bool = False) -> Manifest | None: ...
+    async def merge_patch(
+        self, kind: str, namespace: str, name: str, patch: Manifest, sub: str | None = None
+    ) -> Manifest: ...
+    async def json_patch(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        operations: list[Manifest],
+        missing_ok: bool = False,
+    ) -> Manifest: ...
+    async def patch_status(self, namespace: str, name: str, status: Manifest) -> Manifest: ...
+    async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool: ...
 
 
 class Kube:
     """Typed-enough access to the few resources the operator manages.
 
-    ``on_error`` is told of every failed call (metrics count them by status).
+    ``on_error`` is told of every failed call (metrics count them by status). Calls run in a
+    pool of as many threads as the client keeps connections.
     """
 
     def __init__(
@@ -102,6 +149,8 @@ class Kube:
         self.api = api
         self.field_manager = field_manager
         self.on_error = on_error
+        threads = int(api.configuration.connection_pool_maxsize or 10)
+        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="kube")
 
     @staticmethod
     def path(
@@ -125,6 +174,7 @@ class Kube:
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
         expected: tuple[int, ...] = (),
+        accept: str = "application/json",
     ) -> Manifest:
         """One request; ``expected`` error statuses are answers, not errors worth counting."""
         try:
@@ -132,7 +182,7 @@ class Kube:
                 path,
                 verb,
                 query_params=query or [],
-                header_params={"Accept": "application/json", "Content-Type": content_type},
+                header_params={"Accept": accept, "Content-Type": content_type},
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
@@ -147,7 +197,12 @@ class Kube:
         return json.loads(response.data or b"{}")  # type: ignore[no-any-return]
 
     async def _acall(self, *args: Any, **kwargs: Any) -> Manifest:
-        return await asyncio.to_thread(self._call, *args, **kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, lambda: self._call(*args, **kwargs))
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        self.api.close()
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -159,6 +214,41 @@ class Kube:
             if error.status == 404:
                 return None
             raise
+
+    #: The API server is all a Kube knows: its reads are always live.
+    get_live = get
+
+    def cached(self, kind: str) -> bool:
+        return False
+
+    async def list_objects(
+        self, kind: str, namespace: str | None, selector: str | None = None
+    ) -> list[Manifest]:
+        """Every object of ``kind`` (in ``namespace``, else everywhere) that ``selector``
+        selects."""
+        query = [("labelSelector", selector)] if selector else []
+        found = await self._acall("GET", self.path(kind, namespace), query=query)
+        # A list's items name neither kind nor apiVersion: the list does.
+        api_version = RESOURCES[kind][0].removeprefix("/apis/").removeprefix("/api/")
+        return [
+            {**item, "kind": kind, "apiVersion": api_version} for item in found.get("items") or []
+        ]
+
+    async def list_metadata(
+        self, kind: str, namespace: str | None, selector: str | None = None
+    ) -> tuple[list[Manifest], str]:
+        """The metadata of every object of ``kind`` (in ``namespace``, else everywhere) that
+        ``selector`` selects — names, uids, resourceVersions, no bodies — and the list's own
+        resourceVersion."""
+        query = [("labelSelector", selector)] if selector else []
+        found = await self._acall(
+            "GET",
+            self.path(kind, namespace),
+            query=query,
+            accept="application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        items = [{**item, "kind": kind} for item in found.get("items") or []]
+        return items, str(found.get("metadata", {}).get("resourceVersion", ""))
 
     async def serves(self, group_version: str) -> bool:
         """Whether the API server serves ``group/version`` yet (a new CRD takes a moment)."""

@@ -24,6 +24,24 @@ from database_operator.manifest import Manifest
 CREATED_FOR = f"{GROUP}/created-for"
 
 
+def owner_key(obj: Manifest) -> tuple[str, str] | None:
+    """The (namespace, name) of the Database a child belongs to, if it names one: its
+    controller owner reference, else (a kept child) the annotation CREATED_FOR."""
+    meta = obj.get("metadata", {})
+    namespace = meta.get("namespace")
+    if namespace is None:
+        return None
+    owner = controller_of(obj)
+    if (
+        owner is not None
+        and owner.get("kind") == KIND
+        and owner.get("apiVersion", "").startswith(f"{GROUP}/")
+    ):
+        return (namespace, str(owner["name"]))
+    created_for = (meta.get("annotations") or {}).get(CREATED_FOR)
+    return (namespace, created_for) if created_for else None
+
+
 def controller_of(obj: Manifest) -> Manifest | None:
     """The controller owner reference of ``obj``, if it has one."""
     refs = obj.get("metadata", {}).get("ownerReferences") or []

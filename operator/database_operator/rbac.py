@@ -35,13 +35,16 @@ NAMESPACED_RULES: list[Rule] = [
         "resources": ["services"],
         "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
-    # Secrets and PVCs are never listed or watched; deleted only with deletionPolicy Delete. The
-    # connection Secret is a child too.
+    # PVCs are watched too (their Database's reconcile reads them from the watch's cache).
     {
         "apiGroups": [""],
-        "resources": ["secrets", "persistentvolumeclaims"],
-        "verbs": ["get", "create", "patch", "delete"],
+        "resources": ["persistentvolumeclaims"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
+    # Secrets are read by name, never listed or watched (list/watch would let the operator read
+    # every Secret in its namespaces); deleted only with deletionPolicy Delete. The connection
+    # Secret is a child too.
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch", "delete"]},
     # Kubernetes Events on Databases (the operator posts them).
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]

@@ -19,9 +19,10 @@ from database_operator import desired
 from database_operator.api.models import KIND, Database, DatabaseStatus, DeletionPolicy, Phase
 from database_operator.compare import covers, list_takebacks, needs_write, owner_refs_to
 from database_operator.engines import facts
-from database_operator.kube import ApiError, Kube
+from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
 from database_operator.ownership import CREATED_FOR, conflict, conflict_message, is_ours
+from database_operator.reasons import Problem, Reason, rejected
 from database_operator.status import Outcome, Workloads, compute_status
 
 #: Posts a Kubernetes Event on the Database: (type "Normal"/"Warning", reason, message).
@@ -70,17 +71,9 @@ class Result:
         """'failed' for a spec that cannot be acted on, 'paused', 'gone', or 'success'."""
         if self.gone:
             return "gone"
-        if self.outcome.failure_reason:
+        if self.outcome.failure:
             return "failed"
         return "paused" if self.outcome.paused else "success"
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A spec the operator cannot act on: reported in conditions, not retried in a loop."""
-
-    reason: str
-    message: str
 
 
 #: A child by (kind, name).
@@ -109,7 +102,7 @@ class Observed:
 
 
 async def reconcile(
-    kube: Kube,
+    kube: KubeApi,
     body: Mapping[str, Any],
     events: EventSink = _no_events,
     now: Callable[[], datetime] = _now,
@@ -127,10 +120,10 @@ async def reconcile(
     observed = await _observe(kube, db)
     conflicts = [found for obj in observed.named_like_children() if (found := conflict(obj, db))]
     children = {key: obj for key, obj in observed.children.items() if obj and is_ours(obj, db)}
-    failure: Failure | None = None
+    failure: Problem | None = None
 
     if conflicts:
-        failure = Failure("ChildNameConflict", conflict_message(conflicts))
+        failure = Problem(Reason.CHILD_NAME_CONFLICT, conflict_message(conflicts))
     elif db.spec.paused:
         result.outcome = Outcome(paused=True)
     else:
@@ -148,13 +141,10 @@ async def reconcile(
             ]
             failure = await _ensure_children(kube, db, wanted, children, result)
             await _remove_surplus(kube, db, observed, result)
-        if result.created:
-            events("Normal", "Created", f"created {', '.join(result.created)}")
     connection = ("Secret", desired.connection_secret_name(db))
     result.outcome = Outcome(
         paused=result.outcome.paused,
-        failure_reason=failure.reason if failure else None,
-        failure_message=failure.message if failure else "",
+        failure=failure,
         binding=connection[1] if children.get(connection) else None,
     )
     result.status, result.body = await write_status(
@@ -168,10 +158,17 @@ async def reconcile(
         events=events,
         now=now(),
     )
+    if result.created:
+        # One Event for a creation, not one per child; it names the first phase too.
+        events(
+            "Normal",
+            "Created",
+            f"created {', '.join(result.created)}; phase {result.status.phase or 'None'}",
+        )
     return result
 
 
-async def observe_workloads(kube: Kube, db: Database) -> Workloads:
+async def observe_workloads(kube: KubeApi, db: Database) -> Workloads:
     """The primary's and the read replicas' Deployments, if they are the Database's own."""
 
     async def ours(name: str) -> Manifest | None:
@@ -187,13 +184,25 @@ def _creates_something(observed: Observed) -> bool:
     )
 
 
-async def _observe(kube: Kube, db: Database) -> Observed:
+async def _observe(kube: KubeApi, db: Database) -> Observed:
     """Read the credentials Secret, every child the spec asks for, the connection Secret, and
-    what may be left of read replicas scaled away."""
+    what may be left of read replicas scaled away.
+
+    A watched child comes from the watch's cache; one the cache lacks is asked of the API server
+    (``get_live``), since a namesake without our label is invisible to the watch, and must be
+    seen before anything is created under its name.
+    """
     credentials = await kube.get("Secret", db.namespace, desired.credentials_secret_name(db))
     wanted = [(m["kind"], m["metadata"]["name"]) for m in desired.children(db)]
     wanted.append(("Secret", desired.connection_secret_name(db)))
-    children = {(kind, name): await kube.get(kind, db.namespace, name) for kind, name in wanted}
+
+    async def read(kind: str, name: str) -> Manifest | None:
+        found = await kube.get(kind, db.namespace, name)
+        if found is None and kube.cached(kind):
+            found = await kube.get_live(kind, db.namespace, name)
+        return found
+
+    children = {(kind, name): await read(kind, name) for kind, name in wanted}
     surplus = [await kube.get(kind, db.namespace, name) for kind, name in desired.surplus(db)]
     return Observed(
         credentials,
@@ -204,7 +213,7 @@ async def _observe(kube: Kube, db: Database) -> Observed:
 
 
 async def write_status(
-    kube: Kube,
+    kube: KubeApi,
     db: Database,
     *,
     workloads: Workloads,
@@ -224,8 +233,9 @@ async def write_status(
     written = await kube.patch_status(db.namespace, db.name, patch)
     if new.phase != db.status.phase:
         if new.phase is Phase.FAILED:
-            events("Warning", outcome.failure_reason or "Failed", outcome.failure_message)
-        else:
+            failure = outcome.failure or Problem(Reason.RECONCILE_ERROR)
+            events("Warning", failure.reason, failure.message)
+        elif db.status.phase is not None:  # the first phase is in the creation Event
             events(
                 "Normal", f"Phase{new.phase}", f"phase {db.status.phase or 'None'} -> {new.phase}"
             )
@@ -233,16 +243,16 @@ async def write_status(
 
 
 async def _ensure_credentials(
-    kube: Kube, db: Database, observed: Observed, result: Result
-) -> tuple[Manifest | None, Failure | None]:
+    kube: KubeApi, db: Database, observed: Observed, result: Result
+) -> tuple[Manifest | None, Problem | None]:
     """The credentials Secret exists and holds the engine's keys; generated once if ours.
     Returns its ``data``, or why it cannot be used."""
     name = desired.credentials_secret_name(db)
     secret = observed.credentials
     if not observed.generated:
         if secret is None:
-            return None, Failure(
-                "CredentialsSecretNotFound",
+            return None, Problem(
+                Reason.CREDENTIALS_SECRET_NOT_FOUND,
                 f"Secret {name!r} named by spec.credentialsSecretRef does not exist in namespace "
                 f"{db.namespace!r}",
             )
@@ -250,8 +260,8 @@ async def _ensure_credentials(
         # A volume that outlived its Secret was initialised with the lost password: a new one
         # would lock the engine out of its own data.
         if observed.children.get(("PersistentVolumeClaim", desired.pvc_name(db))) is not None:
-            return None, Failure(
-                "CredentialsSecretLost",
+            return None, Problem(
+                Reason.CREDENTIALS_SECRET_LOST,
                 f"Secret {name!r} is gone but PersistentVolumeClaim {desired.pvc_name(db)!r} holds "
                 "data initialised with its password: restore the Secret from a backup, with its "
                 f"annotation {CREATED_FOR}={db.name} (or delete the claim to start afresh)",
@@ -271,15 +281,15 @@ async def _ensure_credentials(
             if set(missing) - set(facts(db.spec.engine).secret_keys)
             else ""
         )
-        return None, Failure(
-            "CredentialsSecretInvalid",
+        return None, Problem(
+            Reason.CREDENTIALS_SECRET_INVALID,
             f"Secret {name!r} lacks the key(s) {', '.join(missing)} that {db.spec.engine} "
             f"needs{why}",
         )
     return data, None
 
 
-async def _generate_secret(kube: Kube, db: Database) -> tuple[Manifest | None, Failure | None]:
+async def _generate_secret(kube: KubeApi, db: Database) -> tuple[Manifest | None, Problem | None]:
     """Create the Secret with a fresh password. Created once and never re-applied, so never
     regenerated; if it turns out to exist (an earlier create whose answer was lost, or a
     namesake made meanwhile) the existing one is used only if it is ours."""
@@ -292,12 +302,12 @@ async def _generate_secret(kube: Kube, db: Database) -> tuple[Manifest | None, F
         raise ApiError(409, "Conflict", "the Secret was created and deleted meanwhile", "POST", "")
     found = conflict(existing, db)
     if found is not None:
-        return None, Failure("ChildNameConflict", conflict_message([found]))
+        return None, Problem(Reason.CHILD_NAME_CONFLICT, conflict_message([found]))
     return existing, None
 
 
 async def _ensure_secret_ownership(
-    kube: Kube, db: Database, observed: Manifest, result: Result
+    kube: KubeApi, db: Database, observed: Manifest, result: Result
 ) -> Manifest:
     """Keep labels and our owner reference on the generated Secret in line with deletionPolicy,
     and add the replication keys a Secret generated before the operator ran replicas lacks.
@@ -333,15 +343,15 @@ def _owner_references_patch(db: Database, observed: Manifest, wanted: list[Manif
 
 
 async def _ensure_children(
-    kube: Kube,
+    kube: KubeApi,
     db: Database,
     wanted: list[Manifest],
     children: dict[ChildKey, Manifest],
     result: Result,
-) -> Failure | None:
+) -> Problem | None:
     """Write each child that is missing or differs (``children`` gets what it now is); the
     first child the API server refused (e.g. a PVC whose StorageClass cannot expand)."""
-    failure: Failure | None = None
+    failure: Problem | None = None
     for manifest in wanted:
         try:
             await _ensure_child(kube, db, manifest, children, result)
@@ -349,14 +359,14 @@ async def _ensure_children(
             if not error.refused:
                 raise
             kind, name = manifest["kind"], manifest["metadata"]["name"]
-            failure = failure or Failure(
-                f"{kind}Rejected", f"the API server rejected {kind} {name}: {error.message}"
+            failure = failure or Problem(
+                rejected(kind), f"the API server rejected {kind} {name}: {error.message}"
             )
     return failure
 
 
 async def _ensure_child(
-    kube: Kube,
+    kube: KubeApi,
     db: Database,
     manifest: Manifest,
     children: dict[ChildKey, Manifest],
@@ -396,7 +406,7 @@ def _immutable_changed(observed: Manifest, wanted: Manifest) -> bool:
     return False
 
 
-async def _remove_surplus(kube: Kube, db: Database, observed: Observed, result: Result) -> None:
+async def _remove_surplus(kube: KubeApi, db: Database, observed: Observed, result: Result) -> None:
     """Delete the Database's own children that the spec no longer asks for (never a namesake)."""
     for obj in observed.surplus:
         if is_ours(obj, db):
@@ -410,7 +420,7 @@ class ChildNotConvergedError(ApiError):
 
 
 async def _write_child(
-    kube: Kube, observed: Manifest | None, manifest: Manifest, uid: str, result: Result
+    kube: KubeApi, observed: Manifest | None, manifest: Manifest, uid: str, result: Result
 ) -> Manifest:
     """Server-side apply ``manifest``; when another field manager's list elements survive the
     apply (or make it invalid), take those lists back and apply again. Raises ApiError, with
@@ -427,6 +437,8 @@ async def _write_child(
 
     base = applied or observed
     assert base is not None  # an apply that created nothing raised above
+    if "managedFields" not in base["metadata"]:  # from a cache, which drops them
+        base = await kube.get_live(manifest["kind"], _namespace(manifest), _name(manifest)) or base
     operations = list_takebacks(base, manifest, kube.field_manager)
     if not operations:
         if refusal is not None:
@@ -463,6 +475,14 @@ def _test_version(obj: Manifest) -> Manifest:
     }
 
 
+def _namespace(manifest: Manifest) -> str:
+    return str(manifest["metadata"]["namespace"])
+
+
+def _name(manifest: Manifest) -> str:
+    return str(manifest["metadata"]["name"])
+
+
 def _where(manifest: Manifest) -> str:
     meta = manifest["metadata"]
     return f"{manifest['kind']} {meta['namespace']}/{meta['name']}"
@@ -475,7 +495,7 @@ def has_finalizer(body: Mapping[str, Any]) -> bool:
     return FINALIZER in (body.get("metadata", {}).get("finalizers") or [])
 
 
-async def add_finalizer(kube: Kube, body: Mapping[str, Any]) -> Manifest:
+async def add_finalizer(kube: KubeApi, body: Mapping[str, Any]) -> Manifest:
     """Add our finalizer; returns the Database as it now is."""
     meta = body["metadata"]
     operations: list[Manifest]
@@ -490,7 +510,7 @@ async def add_finalizer(kube: Kube, body: Mapping[str, Any]) -> Manifest:
     return await kube.json_patch(KIND, meta["namespace"], meta["name"], operations)
 
 
-async def remove_finalizer(kube: Kube, body: Mapping[str, Any]) -> None:
+async def remove_finalizer(kube: KubeApi, body: Mapping[str, Any]) -> None:
     """Remove our finalizer: exactly that list element, whatever else changed meanwhile."""
     meta = body["metadata"]
     index = (meta.get("finalizers") or []).index(FINALIZER)
@@ -505,7 +525,7 @@ async def remove_finalizer(kube: Kube, body: Mapping[str, Any]) -> None:
 
 
 async def finalize(
-    kube: Kube,
+    kube: KubeApi,
     body: Mapping[str, Any],
     events: EventSink = _no_events,
     now: Callable[[], datetime] = _now,

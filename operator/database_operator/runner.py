@@ -72,7 +72,8 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     def count_error(error: ApiError) -> None:
         metrics.api_errors.labels(str(error.status)).inc()
 
-    api = new_api_client()
+    # Each worker makes one call at a time; Events are posted beside them.
+    api = new_api_client(connections=max(16, 2 * settings.workers))
     kube = Kube(api, on_error=count_error)
     recorder = EventRecorder(kube)
     controller = Controller(kube, settings, metrics, recorder.for_object)
@@ -108,6 +109,8 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         # Kopf's own signal handling from here on (with a stop flag of ours it polls, slowly).
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+        with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
+            await controller.prime()
         workers = controller.start(settings.workers)
         try:
             await kopf.operator(
@@ -133,5 +136,5 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         if health_runner is not None:
             with contextlib.suppress(Exception):
                 await health_runner.cleanup()
-        api.close()
+        kube.close()
         log.info("stopped")

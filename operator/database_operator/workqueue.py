@@ -8,6 +8,10 @@
 - Each key has one scheduled slot (`schedule`): the next resync, or the retry after a failure.
   Scheduling again replaces it, so a reconcile that ran early because of an event pushes the
   resync back instead of adding a second one.
+- Two lanes: a key added by an event (or a retry) goes before every key whose periodic resync
+  came due. Resyncs fill the time that events leave: however short the resync period and
+  however many the keys, a change is never queued behind a period's worth of resyncs (the
+  resyncs run late instead).
 - `backoff` counts a key's consecutive failures and gives the delay before its retry: doubling,
   capped, never giving up; `forget` resets it after a success.
 """
@@ -18,12 +22,13 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+#: The trigger of a periodic resync: scheduled keys with it wait in the routine lane.
+RESYNC = "resync"
 
 
 @dataclass
@@ -40,7 +45,9 @@ class WorkQueue(Generic[K]):
     #: First retry delay (seconds) and its cap: doubling from base_delay up to max_delay.
     base_delay: float = 0.5
     max_delay: float = 60.0
-    _ready: deque[K] = field(default_factory=deque)
+    #: Keys ready now, in the order they came (dicts as ordered sets): events first, resyncs after.
+    _urgent: dict[K, None] = field(default_factory=dict)
+    _routine: dict[K, None] = field(default_factory=dict)
     _triggers: dict[K, str] = field(default_factory=dict)
     _processing: set[K] = field(default_factory=set)
     _slots: dict[K, _Slot] = field(default_factory=dict)
@@ -52,19 +59,23 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Keys waiting to be processed now (not those in progress or scheduled for later)."""
-        return len(self._ready)
+        return len(self._urgent) + len(self._routine)
 
     @property
     def scheduled(self) -> int:
         return len(self._slots)
 
-    def add(self, key: K, trigger: str) -> None:
-        """Process ``key`` as soon as a worker is free (once, however often it is added)."""
+    def add(self, key: K, trigger: str, routine: bool = False) -> None:
+        """Process ``key`` as soon as a worker is free (once, however often it is added);
+        ``routine`` keys wait until no other key is ready."""
         if key in self._triggers:
+            if not routine and key in self._routine:  # an event overtakes the waiting resync
+                del self._routine[key]
+                self._urgent[key] = None
             return
         self._triggers[key] = trigger
         if key not in self._processing:
-            self._ready.append(key)
+            (self._routine if routine else self._urgent)[key] = None
             self._wakeup.set()
 
     def schedule(self, key: K, delay: float, trigger: str) -> None:
@@ -79,8 +90,9 @@ class WorkQueue(Generic[K]):
         """Forget ``key`` entirely: its object is gone (a pending add is dropped too)."""
         self._slots.pop(key, None)
         self._failures.pop(key, None)
-        if self._triggers.pop(key, None) is not None and key in self._ready:
-            self._ready.remove(key)
+        if self._triggers.pop(key, None) is not None:
+            self._urgent.pop(key, None)
+            self._routine.pop(key, None)
 
     def backoff(self, key: K) -> tuple[float, int]:
         """Count one more failure of ``key``: the delay before its retry, and the count."""
@@ -108,7 +120,7 @@ class WorkQueue(Generic[K]):
                 return deadline
             heapq.heappop(self._heap)
             del self._slots[key]
-            self.add(key, slot.trigger)
+            self.add(key, slot.trigger, routine=slot.trigger == RESYNC)
         return None
 
     async def get(self) -> tuple[K, str] | None:
@@ -117,8 +129,10 @@ class WorkQueue(Generic[K]):
         loop = asyncio.get_running_loop()
         while not self._closed:
             next_deadline = self._promote_due(loop.time())
-            if self._ready:
-                key = self._ready.popleft()
+            lane = self._urgent or self._routine
+            if lane:
+                key = next(iter(lane))
+                del lane[key]
                 self._processing.add(key)
                 return key, self._triggers.pop(key)
             self._wakeup.clear()
@@ -131,7 +145,7 @@ class WorkQueue(Generic[K]):
         """Processing ``key`` is over; if it was added meanwhile, it is ready again."""
         self._processing.discard(key)
         if key in self._triggers:
-            self._ready.append(key)
+            self._urgent[key] = None
             self._wakeup.set()
 
     def shut_down(self) -> None:

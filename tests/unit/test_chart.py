@@ -526,3 +526,26 @@ def test_peering_rules_are_granted_only_with_peering(render: Render) -> None:
             r for obj in objects if obj["kind"] in ("Role", "ClusterRole") for r in obj["rules"]
         ]
         assert not [r for r in rules if "kopf.dev" in r["apiGroups"]]
+
+
+def test_shards_run_one_deployment_each_with_its_own_selector_and_peering(
+    render: Render,
+) -> None:
+    objects = render(*sets("shards={east,west}", "replicas=2"))
+    deployments = [obj for obj in objects if obj["kind"] == "Deployment"]
+    assert [d["metadata"]["name"] for d in deployments] == [
+        "database-operator-east",
+        "database-operator-west",
+    ]
+    for deployment, shard in zip(deployments, ("east", "west"), strict=True):
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        assert selector["databases.example.com/operator-shard"] == shard
+        assert deployment["spec"]["template"]["metadata"]["labels"].items() >= selector.items()
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert f"--shard={shard}" in args
+        assert f"--peering-name=database-operator-{shard}" in args
+        assert "--peering" in args
+    # Without shards: the one Deployment, its selector as before (selectors are immutable).
+    single = only(render(), "Deployment")
+    assert "databases.example.com/operator-shard" not in single["spec"]["selector"]["matchLabels"]
+    assert not any(arg.startswith("--shard") for arg in container(render())["args"])

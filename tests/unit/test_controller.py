@@ -57,7 +57,11 @@ def delete(kube: FakeKube, **spec: Any) -> Manifest:
     """What `kubectl delete` does to a Database with finalizers (after a last spec change)."""
     body = dict(stored(kube, "Database") or {})
     body["spec"] = {**body["spec"], **spec}
-    body["metadata"] = {**body["metadata"], "deletionTimestamp": "2026-12-03T00:00:00Z"}
+    body["metadata"] = {
+        **body["metadata"],
+        "deletionTimestamp": "2026-12-03T00:00:00Z",
+        "resourceVersion": str(next(kube._versions)),  # every change is a new version
+    }
     kube.objects[("Database", NS, "db")] = body
     return body
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import kopf
 
 from database_operator.config import Settings
-from database_operator.handlers import CHILD_SELECTOR, KOPF_FINALIZER, configure_kopf
+from database_operator.handlers import KOPF_FINALIZER, NoDiffBase, configure_kopf
 from database_operator.reconcile import FINALIZER
 
 
@@ -34,16 +34,40 @@ def resource(group: str, plural: str, kind: str) -> kopf.Resource:
     )
 
 
+OURS = "app.kubernetes.io/managed-by=database-operator"
+DEPLOYMENTS = resource("apps", "deployments", "Deployment")
+SERVICES = resource("", "services", "Service")
+CLAIMS = resource("", "persistentvolumeclaims", "PersistentVolumeClaim")
+SECRETS = resource("", "secrets", "Secret")
+DATABASES = resource("databases.example.com", "databases", "Database")
+
+
 def test_children_are_filtered_by_the_api_server() -> None:
     # What Kopf puts into the watch request's labelSelector for each resource.
     selectors = configured().watching.label_selectors
-    assert CHILD_SELECTOR == "app.kubernetes.io/managed-by=database-operator"
-    assert list(selectors.collect(resource("apps", "deployments", "Deployment"))) == [
-        CHILD_SELECTOR
-    ]
-    assert list(selectors.collect(resource("", "services", "Service"))) == [CHILD_SELECTOR]
-    assert list(selectors.collect(resource("", "secrets", "Secret"))) == []
-    assert list(selectors.collect(resource("databases.example.com", "databases", "Database"))) == []
+    for children in (DEPLOYMENTS, SERVICES, CLAIMS):
+        assert list(selectors.collect(children)) == [OURS]
+    assert list(selectors.collect(SECRETS)) == []
+    assert list(selectors.collect(DATABASES)) == []
+
+
+def test_a_shard_selects_its_databases_and_their_children_on_the_server() -> None:
+    selectors = configured(shard="east").watching.label_selectors
+    assert list(selectors.collect(DATABASES)) == ["databases.example.com/shard=east"]
+    for children in (DEPLOYMENTS, SERVICES, CLAIMS):
+        assert list(selectors.collect(children)) == [f"{OURS},databases.example.com/shard=east"]
+
+
+def test_a_shard_has_its_own_peering_unless_named() -> None:
+    assert Settings(shard="east").peering_name == "database-operator-east"
+    assert Settings(shard="east", peering_name="ops").peering_name == "ops"
+    assert Settings().peering_name == "database-operator"
+    assert Settings(shard="").shard is None
+
+
+def test_kopf_keeps_no_diff_base_of_its_own() -> None:
+    # No change handlers: Kopf need not copy and compare every object at every event.
+    assert isinstance(configured().persistence.diffbase_storage, NoDiffBase)
 
 
 def test_named_namespaces_need_no_cluster_scan_but_globs_do() -> None:

@@ -96,3 +96,20 @@ async def test_shutting_down_wakes_every_worker() -> None:
     await asyncio.sleep(0)
     queue.shut_down()
     assert await asyncio.gather(*workers) == [None, None, None]
+
+
+@synchronously
+async def test_an_event_goes_before_every_resync_that_came_due() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for key in ("a", "b", "c"):
+        queue.schedule(key, 0, "resync")
+    await asyncio.sleep(0.01)
+    first = await queue.get()  # the resyncs are due: one is taken
+    assert first == ("a", "resync")
+    queue.add("z", "update")  # a change arrives behind two waiting resyncs
+    queue.add("c", "Deployment")  # and one for a key whose resync waits: it moves up
+    assert [await queue.get() for _ in range(3)] == [
+        ("z", "update"),
+        ("c", "resync"),  # the first trigger is kept, for the log
+        ("b", "resync"),
+    ]

@@ -20,6 +20,9 @@ from database_operator.engines import ENGINES, Engine
 GROUP = "databases.example.com"
 #: The label on each database pod that says whether it is the primary or a read replica.
 ROLE_LABEL = "databases.example.com/role"
+#: The label on a Database (and the operator copies it to its children) that assigns it to a
+#: shard: an operator started with --shard=NAME reconciles only the Databases labelled NAME.
+SHARD_LABEL = "databases.example.com/shard"
 #: The labels the operator puts on every pod: a Database's podLabels may not set them.
 OWNED_POD_LABELS = (
     "app.kubernetes.io/name",

@@ -11,6 +11,7 @@ from database_operator.api.models import (
     GROUP,
     KIND,
     ROLE_LABEL,
+    SHARD_LABEL,
     VERSION,
     Database,
     DeletionPolicy,
@@ -135,6 +136,14 @@ def labels(db: Database) -> dict[str, str]:
     }
 
 
+def object_labels(db: Database) -> dict[str, str]:
+    """The labels on each child object: ``labels``, and the Database's shard (the operator of
+    that shard watches its children by it). Not on the pod template: moving a Database to
+    another shard must not restart its pods."""
+    shard = (db.metadata.get("labels") or {}).get(SHARD_LABEL)
+    return labels(db) | ({SHARD_LABEL: shard} if shard else {})
+
+
 def selector_string(db: Database) -> str:
     """The pod selector as ``k=v,k=v`` (sorted), for status.selector and the scale subresource."""
     return ",".join(f"{key}={value}" for key, value in sorted(selector_labels(db).items()))
@@ -181,7 +190,7 @@ def controlled_owner_references(db: Database) -> list[Manifest]:
 def object_meta(db: Database, name: str, owner_references: list[Manifest]) -> Manifest:
     """metadata of a child that lives and dies with the Database: name, namespace, labels and
     owner references (if any)."""
-    meta: Manifest = {"name": name, "namespace": db.namespace, "labels": labels(db)}
+    meta: Manifest = {"name": name, "namespace": db.namespace, "labels": object_labels(db)}
     if owner_references:
         meta["ownerReferences"] = owner_references
     return meta

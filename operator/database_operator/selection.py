@@ -1,0 +1,19 @@
+"""What one operator process reconciles: the Databases of its shard (all, without one) and the
+children it made for them, each selected by labels on the API server."""
+
+from __future__ import annotations
+
+from database_operator.api.models import SHARD_LABEL
+from database_operator.config import Settings
+from database_operator.desired import MANAGED_BY
+
+
+def database_selector(settings: Settings) -> str | None:
+    """The label selector of the Databases this operator reconciles (None: every one)."""
+    return f"{SHARD_LABEL}={settings.shard}" if settings.shard else None
+
+
+def child_selector(settings: Settings) -> str:
+    """The label selector of the children it watches: those it made, for its shard."""
+    selector = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+    return selector + (f",{SHARD_LABEL}={settings.shard}" if settings.shard else "")

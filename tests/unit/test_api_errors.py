@@ -1,0 +1,46 @@
+"""One place decides what an API error means: retry it, or report the object as refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from database_operator.kube import ApiError
+
+RBAC = (
+    'secrets "db-credentials" is forbidden: User "system:serviceaccount:ops:database-operator" '
+    'cannot get resource "secrets" in API group "" in the namespace "shop"'
+)
+WEBHOOK = 'admission webhook "policy.example.com" denied the request: images must be signed'
+POLICY = (
+    'deployments.apps "db" is forbidden: ValidatingAdmissionPolicy "no-latest" with binding '
+    '"no-latest" denied request: image tag latest'
+)
+QUOTA = 'services "db" is forbidden: exceeded quota: compute, requested: services=1'
+TERMINATING = "unable to create new content in namespace shop because it is being terminated"
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "retryable", "refused"),
+    [
+        (0, "connection refused", True, False),
+        (401, "Unauthorized", True, False),
+        (403, RBAC, True, False),  # RBAC: an administrator grants it; keep trying
+        (403, WEBHOOK, False, True),  # admission: about what we sent
+        (403, POLICY, False, True),
+        (403, QUOTA, False, True),
+        (403, TERMINATING, False, True),
+        (400, "bad request", False, True),
+        (422, "spec.ports[0].port: Invalid value", False, True),
+        (404, "not found", False, False),
+        (409, "the object has been modified", True, False),
+        (429, "too many requests", True, False),
+        (500, "etcdserver: request timed out", True, False),
+        (503, "unavailable", True, False),
+    ],
+)
+def test_each_answer_is_either_retried_or_refused(
+    status: int, message: str, retryable: bool, refused: bool
+) -> None:
+    error = ApiError(status, "Reason", message, "PATCH", "/api/v1/namespaces/shop/services/db")
+    assert (error.retryable, error.refused) == (retryable, refused)
+    assert error.forbidden == (status == 403 and message == RBAC)

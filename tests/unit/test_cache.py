@@ -1,0 +1,174 @@
+"""The caches the reconcile reads instead of the API server, and how they stay true: our own
+writes' echoes cost nothing, a burst is one reconcile, what a lost watch event left wrong is
+corrected by the audit, and a restart resumes from a fresh listing with no write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from database_operator.cache import ObjectCache, newer, stripped
+from tests.aio import synchronously
+from tests.fakekube import FakeKube
+from tests.unit.test_controller import NS, database, make, process_all, stored
+
+
+def obj(kind: str, name: str, rv: str, uid: str = "u1", **meta: Any) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS, "uid": uid, "resourceVersion": rv, **meta},
+    }
+
+
+def test_the_cache_keeps_the_newest_version_without_managed_fields() -> None:
+    cache = ObjectCache(["Service"])
+    assert cache.put(obj("Service", "db", "5", managedFields=[{"manager": "x"}]))
+    assert not cache.put(obj("Service", "db", "4"))  # an older event arriving late
+    assert not cache.put(obj("Service", "db", "5"))  # the echo of what we hold
+    held = cache.get("Service", NS, "db")
+    assert held is not None
+    assert "managedFields" not in held["metadata"]
+    assert cache.put(obj("Service", "db", "3", uid="u2"))  # a new object under the same name
+    assert not cache.discard(obj("Service", "db", "9", uid="u1"))  # not the one held
+    assert cache.discard(obj("Service", "db", "9", uid="u2"))
+    assert cache.get("Service", NS, "db") is None
+
+
+def test_a_child_is_filed_under_the_database_that_owns_it() -> None:
+    cache = ObjectCache(["Service"])
+    ref = {
+        "kind": "Database",
+        "apiVersion": "databases.example.com/v1",
+        "name": "db",
+        "controller": True,
+        "uid": "d1",
+    }
+    cache.put(obj("Service", "db", "5", ownerReferences=[ref]))
+    assert cache.versions_of((NS, "db")) == {(("Service", NS, "db"), "5")}
+    cache.put(obj("Service", "db", "6", ownerReferences=[ref]))
+    assert cache.versions_of((NS, "db")) == {(("Service", NS, "db"), "6")}
+    cache.discard(obj("Service", "db", "6"))
+    assert cache.versions_of((NS, "db")) == frozenset()
+
+
+def test_resource_versions_are_compared_as_numbers() -> None:
+    assert newer(obj("Service", "db", "10"), obj("Service", "db", "9"))
+    assert not newer(obj("Service", "db", "9"), obj("Service", "db", "10"))
+    assert stripped({"metadata": {"managedFields": []}, "spec": {}}) == {"metadata": {}, "spec": {}}
+
+
+@synchronously
+async def test_the_echo_of_our_own_writes_costs_no_second_reconcile() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    assert await process_all(controller) == 1
+    # The watch events of everything the reconcile wrote, carrying the versions it got back.
+    controller.observe("MODIFIED", stored(kube, "Database") or {})
+    for kind in ("Deployment", "Service"):
+        controller.child_event("MODIFIED", stored(kube, kind) or {})
+    assert await process_all(controller) == 0
+
+
+@synchronously
+async def test_an_echo_that_arrives_during_the_reconcile_is_skipped_after_it() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    writes, reads = len(kube.writes), len(kube.reads)
+    # The queue ran the Database again because an event came in while it was being reconciled;
+    # the event was our own status write: nothing changed since.
+    assert await controller.process((NS, "db"), "update") is None
+    assert (len(kube.writes), len(kube.reads)) == (writes, reads)
+    # A change by someone else is not an echo.
+    body = dict(stored(kube, "Database") or {})
+    body["spec"] = {"paused": True}
+    controller.observe("MODIFIED", kube.put(body))
+    assert await process_all(controller) == 1
+
+
+@synchronously
+async def test_a_steady_resync_reads_only_the_secrets() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube, storage={"size": "1Gi"}))
+    await process_all(controller)
+    writes, reads = len(kube.writes), len(kube.reads)
+    await controller.process((NS, "db"), "resync")
+    assert len(kube.writes) == writes
+    assert {kind for _, kind, _ in kube.reads[reads:]} == {"Secret"}
+
+
+@synchronously
+async def test_a_child_the_watch_never_delivered_is_found_by_the_audit() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    missed = controller.children.get("Service", NS, "db")
+    assert missed is not None
+    controller.children.discard(missed)  # as if its ADDED event had been lost
+    await controller.audit()
+    assert await process_all(controller) == 1
+    assert controller.children.get("Service", NS, "db") is not None
+    assert ("POST", "Service", "db") not in kube.writes[-3:]  # read, not created again
+
+
+@synchronously
+async def test_a_child_deleted_while_the_watch_was_away_is_recreated_after_the_audit() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    gone = kube.objects.pop(("Service", NS, "db"))  # deleted; the DELETED event was lost
+    await controller.audit()
+    assert controller.children.get("Service", NS, "db") is None
+    await process_all(controller)
+    recreated = stored(kube, "Service")
+    assert recreated is not None
+    assert recreated["metadata"]["resourceVersion"] != gone["metadata"]["resourceVersion"]
+
+
+@synchronously
+async def test_a_changed_child_whose_event_was_lost_is_read_afresh_after_the_audit() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    edited = dict(stored(kube, "Service") or {})
+    edited["spec"] = {**edited["spec"], "ports": [{"name": "x", "port": 1}]}
+    kube.put(edited)  # someone's edit, its event lost
+    await controller.audit()
+    await process_all(controller)
+    ports = (stored(kube, "Service") or {})["spec"]["ports"]
+    assert [port["name"] for port in ports] != ["x"]  # put back
+
+
+@synchronously
+async def test_a_database_deleted_while_the_watch_was_away_is_forgotten_by_the_audit() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    del kube.objects[("Database", NS, "db")]
+    await controller.audit()
+    assert (NS, "db") not in controller.databases
+
+
+@synchronously
+async def test_a_restart_resumes_from_a_fresh_list_with_no_write() -> None:
+    kube = FakeKube()
+    first = make(kube)
+    first.observe("ADDED", database(kube, storage={"size": "1Gi"}))
+    await process_all(first)
+    writes = len(kube.writes)
+    # A new process: Kopf indexes every child, then hands over every Database (type None).
+    second = make(kube)
+    for (kind, _, _), body in list(kube.objects.items()):
+        if second.children.holds(kind):
+            second.child_event("INDEXED", body)
+    second.observe(None, stored(kube, "Database") or {})
+    reads = len(kube.reads)
+    assert await process_all(second) == 1
+    assert len(kube.writes) == writes
+    assert {kind for _, kind, _ in kube.reads[reads:]} == {"Secret"}
