@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import itertools
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,19 +123,16 @@ class FakeKube:
     def cached(self, kind: str) -> bool:
         return False
 
-    async def list_objects(
-        self, kind: str, namespace: str | None, selector: str | None = None
-    ) -> list[Manifest]:
+    async def list_pages(
+        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
+    ) -> AsyncIterator[list[Manifest]]:
         items, _ = await self.list_metadata(kind, namespace, selector)
-        return [
-            copy.deepcopy(
-                self.objects[(kind, item["metadata"]["namespace"], item["metadata"]["name"])]
-            )
-            for item in items
-        ]
+        keys = [(kind, item["metadata"]["namespace"], item["metadata"]["name"]) for item in items]
+        for start in range(0, len(keys), limit):
+            yield [copy.deepcopy(self.objects[key]) for key in keys[start : start + limit]]
 
     async def list_metadata(
-        self, kind: str, namespace: str | None, selector: str | None = None
+        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 500
     ) -> tuple[list[Manifest], str]:
         self._check("LIST", kind)
         self.reads.append(("LIST", kind, namespace or ""))

@@ -143,8 +143,9 @@ class Controller:
         for namespace in self._audited_namespaces():
             for kind in WATCHED_CHILDREN:
                 selector = child_selector(self.settings)
-                for obj in await self.kube.list_objects(kind, namespace, selector):
-                    self.children.put(obj)
+                async for page in self.kube.list_pages(kind, namespace, selector):
+                    for obj in page:
+                        self.children.put(obj)
 
     async def _audit_every_period(self) -> None:
         interval = self.settings.resync_interval

@@ -36,6 +36,9 @@ GLOB_CHARACTERS = set("*?[]!")
 #: Kopf removes its finalizer from any object no handler of its needs it for. Ours
 #: (reconcile.FINALIZER) is managed by the controller, so Kopf's is set to one it never adds.
 KOPF_FINALIZER = f"{GROUP}/kopf-finalizer"
+#: Kopf lists this many objects at a time when it starts watching (not all at once: a first
+#: listing of thousands of Deployments would sit in memory whole, and the memory stays taken).
+LIST_CHUNK = 250
 #: Kopf's own API calls (watch, peering, probes) retry server errors this often, then the watch
 #: reconnects; none of them writes a Database.
 KOPF_ERROR_BACKOFFS = (1, 2, 4, 8, 16, 30)
@@ -63,6 +66,7 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
         settings.watching.label_selectors[GROUP, VERSION, PLURAL] = databases
     for group, version, plural in CHILD_RESOURCES:
         settings.watching.label_selectors[group, version, plural] = child_selector(ours)
+    settings.watching.chunk_size = LIST_CHUNK
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30

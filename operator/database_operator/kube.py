@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -221,34 +221,54 @@ class Kube:
     def cached(self, kind: str) -> bool:
         return False
 
-    async def list_objects(
-        self, kind: str, namespace: str | None, selector: str | None = None
-    ) -> list[Manifest]:
+    async def list_pages(
+        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
+    ) -> AsyncIterator[list[Manifest]]:
         """Every object of ``kind`` (in ``namespace``, else everywhere) that ``selector``
-        selects."""
-        query = [("labelSelector", selector)] if selector else []
-        found = await self._acall("GET", self.path(kind, namespace), query=query)
+        selects, ``limit`` at a time: a large listing never sits in memory whole."""
+        query = [("limit", str(limit))] + ([("labelSelector", selector)] if selector else [])
         # A list's items name neither kind nor apiVersion: the list does.
         api_version = RESOURCES[kind][0].removeprefix("/apis/").removeprefix("/api/")
-        return [
-            {**item, "kind": kind, "apiVersion": api_version} for item in found.get("items") or []
-        ]
+        token = ""
+        while True:
+            page = await self._acall(
+                "GET",
+                self.path(kind, namespace),
+                query=query + ([("continue", token)] if token else []),
+            )
+            yield [
+                {**item, "kind": kind, "apiVersion": api_version}
+                for item in page.get("items") or []
+            ]
+            token = page.get("metadata", {}).get("continue") or ""
+            if not token:
+                return
 
     async def list_metadata(
-        self, kind: str, namespace: str | None, selector: str | None = None
+        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 500
     ) -> tuple[list[Manifest], str]:
-        """The metadata of every object of ``kind`` (in ``namespace``, else everywhere) that
-        ``selector`` selects — names, uids, resourceVersions, no bodies — and the list's own
-        resourceVersion."""
-        query = [("labelSelector", selector)] if selector else []
-        found = await self._acall(
-            "GET",
-            self.path(kind, namespace),
-            query=query,
-            accept="application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-        )
-        items = [{**item, "kind": kind} for item in found.get("items") or []]
-        return items, str(found.get("metadata", {}).get("resourceVersion", ""))
+        """Who is there: for every object of ``kind`` (in ``namespace``, else everywhere) that
+        ``selector`` selects, its identity (name, namespace, uid, resourceVersion) and owners
+        (ownerReferences, annotations) — no bodies, no managedFields — and the version of the
+        listing. Paged; every page is of the same snapshot."""
+        query = [("limit", str(limit))] + ([("labelSelector", selector)] if selector else [])
+        kept = ("name", "namespace", "uid", "resourceVersion", "ownerReferences", "annotations")
+        items: list[Manifest] = []
+        token, version = "", ""
+        while True:
+            page = await self._acall(
+                "GET",
+                self.path(kind, namespace),
+                query=query + ([("continue", token)] if token else []),
+                accept="application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            )
+            for item in page.get("items") or []:
+                meta = item.get("metadata") or {}
+                items.append({"kind": kind, "metadata": {k: meta[k] for k in kept if k in meta}})
+            version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
+            token = page.get("metadata", {}).get("continue") or ""
+            if not token:
+                return items, version
 
     async def serves(self, group_version: str) -> bool:
         """Whether the API server serves ``group/version`` yet (a new CRD takes a moment)."""

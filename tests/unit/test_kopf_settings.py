@@ -74,3 +74,8 @@ def test_named_namespaces_need_no_cluster_scan_but_globs_do() -> None:
     assert configured(namespaces=["team-a"]).scanning.disabled is True
     assert configured(namespaces=["team-*"]).scanning.disabled is False
     assert configured().scanning.disabled is False
+
+
+def test_kopf_lists_in_chunks() -> None:
+    # A first listing of thousands of objects must not sit in memory whole.
+    assert configured().watching.chunk_size == 250
