@@ -79,3 +79,9 @@ def test_named_namespaces_need_no_cluster_scan_but_globs_do() -> None:
 def test_kopf_lists_in_chunks() -> None:
     # A first listing of thousands of objects must not sit in memory whole.
     assert configured().watching.chunk_size == 250
+
+
+def test_kopf_hands_events_over_quickly_and_keeps_no_idle_task_for_long() -> None:
+    batching = configured().batching
+    assert batching.batch_window <= 0.05  # a change reaches the controller's queue at once
+    assert batching.idle_timeout <= 1.0  # a restart's listed objects do not all hold a task

@@ -174,8 +174,11 @@ class CredentialsSecretRef(_Model):
         min_length=1,
         max_length=253,
         pattern=NAME_PATTERN,
-        description="Name of the Secret. It must hold the engine's keys: username and password "
-        "(postgres, mysql) or password (redis).",
+        description="Name of the Secret. It must hold the engine's keys ("
+        + "; ".join(
+            f"{engine}: {', '.join(facts.secret_keys)}" for engine, facts in ENGINES.items()
+        )
+        + ").",
     )
 
 
@@ -293,10 +296,10 @@ class DatabaseSpec(_Model):
     parameters: dict[str, Annotated[str, Field(max_length=4096)]] | None = Field(
         default=None,
         max_length=64,
-        description="Engine settings, e.g. max_connections: '200' (postgres, as -c key=value), "
-        "max_connections: '200' (mysql, as --key=value), maxmemory: 256mb (redis, as "
-        "--key value). Settings the operator owns (port, data directory, replication, "
-        "passwords) are refused. A change rolls the pods.",
+        description="Engine settings, e.g. max_connections: '200', passed to the engine ("
+        + ", ".join(f"{engine} as {facts.parameter_style}" for engine, facts in ENGINES.items())
+        + "). Settings the operator owns (port, data directory, replication, passwords) are "
+        "refused. A change rolls the pods.",
     )
     node_selector: dict[str, str] | None = Field(
         default=None, description="Labels a node must have to run the database pods."
