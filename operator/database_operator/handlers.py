@@ -39,8 +39,7 @@ KOPF_FINALIZER = f"{GROUP}/kopf-finalizer"
 #: Kopf lists this many objects at a time when it starts watching (not all at once: a first
 #: listing of thousands of Deployments would sit in memory whole, and the memory stays taken).
 LIST_CHUNK = 250
-#: How long Kopf collects an object's events before handling them, and keeps its task after.
-BATCH_WINDOW_S = 0.02
+#: How long Kopf keeps an object's task after its last event (Kopf's default: 5 s).
 IDLE_TIMEOUT_S = 0.5
 #: Kopf's own API calls (watch, peering, probes) retry server errors this often, then the watch
 #: reconnects; none of them writes a Database.
@@ -70,12 +69,9 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     for group, version, plural in CHILD_RESOURCES:
         settings.watching.label_selectors[group, version, plural] = child_selector(ours)
     settings.watching.chunk_size = LIST_CHUNK
-    # Kopf keeps a task per object while its events flow, and collects an object's events for
-    # a batch window before handling them. The controller's queue coalesces already: a short
-    # window (a change reaches the queue sooner) and short-lived tasks (a restart's thousands
-    # of listed objects do not all keep one for seconds).
-    settings.batching.batch_window = BATCH_WINDOW_S
-    settings.batching.idle_timeout = IDLE_TIMEOUT_S
+    # Kopf keeps a task per object while its events flow: short-lived, so that a restart's
+    # thousands of listed objects do not all hold one for seconds (the memory stays taken).
+    settings.queueing.idle_timeout = IDLE_TIMEOUT_S
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from database_operator.cache import ObjectCache, newer, stripped
+from database_operator.controller import Controller
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
 from tests.unit.test_controller import NS, database, make, process_all, stored
@@ -56,12 +57,18 @@ def test_resource_versions_are_compared_as_numbers() -> None:
     assert stripped({"metadata": {"managedFields": []}, "spec": {}}) == {"metadata": {}, "spec": {}}
 
 
-@synchronously
-async def test_the_echo_of_our_own_writes_costs_no_second_reconcile() -> None:
+async def created(**spec: Any) -> tuple[FakeKube, Controller]:
+    """A Database created and reconciled once."""
     kube = FakeKube()
     controller = make(kube)
-    controller.observe("ADDED", database(kube))
+    controller.observe("ADDED", database(kube, **spec))
     assert await process_all(controller) == 1
+    return kube, controller
+
+
+@synchronously
+async def test_the_echo_of_our_own_writes_costs_no_second_reconcile() -> None:
+    kube, controller = await created()
     # The watch events of everything the reconcile wrote, carrying the versions it got back.
     controller.observe("MODIFIED", stored(kube, "Database") or {})
     for kind in ("Deployment", "Service"):
@@ -71,10 +78,7 @@ async def test_the_echo_of_our_own_writes_costs_no_second_reconcile() -> None:
 
 @synchronously
 async def test_an_echo_that_arrives_during_the_reconcile_is_skipped_after_it() -> None:
-    kube = FakeKube()
-    controller = make(kube)
-    controller.observe("ADDED", database(kube))
-    await process_all(controller)
+    kube, controller = await created()
     writes, reads = len(kube.writes), len(kube.reads)
     # The queue ran the Database again because an event came in while it was being reconciled;
     # the event was our own status write: nothing changed since.
@@ -89,10 +93,7 @@ async def test_an_echo_that_arrives_during_the_reconcile_is_skipped_after_it() -
 
 @synchronously
 async def test_a_steady_resync_reads_only_the_secrets() -> None:
-    kube = FakeKube()
-    controller = make(kube)
-    controller.observe("ADDED", database(kube, storage={"size": "1Gi"}))
-    await process_all(controller)
+    kube, controller = await created(storage={"size": "1Gi"})
     writes, reads = len(kube.writes), len(kube.reads)
     await controller.process((NS, "db"), "resync")
     assert len(kube.writes) == writes
@@ -101,10 +102,7 @@ async def test_a_steady_resync_reads_only_the_secrets() -> None:
 
 @synchronously
 async def test_a_child_the_watch_never_delivered_is_found_by_the_audit() -> None:
-    kube = FakeKube()
-    controller = make(kube)
-    controller.observe("ADDED", database(kube))
-    await process_all(controller)
+    kube, controller = await created()
     missed = controller.children.get("Service", NS, "db")
     assert missed is not None
     controller.children.discard(missed)  # as if its ADDED event had been lost
@@ -116,10 +114,7 @@ async def test_a_child_the_watch_never_delivered_is_found_by_the_audit() -> None
 
 @synchronously
 async def test_a_child_deleted_while_the_watch_was_away_is_recreated_after_the_audit() -> None:
-    kube = FakeKube()
-    controller = make(kube)
-    controller.observe("ADDED", database(kube))
-    await process_all(controller)
+    kube, controller = await created()
     gone = kube.objects.pop(("Service", NS, "db"))  # deleted; the DELETED event was lost
     await controller.audit()
     assert controller.children.get("Service", NS, "db") is None
@@ -131,10 +126,7 @@ async def test_a_child_deleted_while_the_watch_was_away_is_recreated_after_the_a
 
 @synchronously
 async def test_a_changed_child_whose_event_was_lost_is_read_afresh_after_the_audit() -> None:
-    kube = FakeKube()
-    controller = make(kube)
-    controller.observe("ADDED", database(kube))
-    await process_all(controller)
+    kube, controller = await created()
     edited = dict(stored(kube, "Service") or {})
     edited["spec"] = {**edited["spec"], "ports": [{"name": "x", "port": 1}]}
     kube.put(edited)  # someone's edit, its event lost
@@ -146,10 +138,7 @@ async def test_a_changed_child_whose_event_was_lost_is_read_afresh_after_the_aud
 
 @synchronously
 async def test_a_database_deleted_while_the_watch_was_away_is_forgotten_by_the_audit() -> None:
-    kube = FakeKube()
-    controller = make(kube)
-    controller.observe("ADDED", database(kube))
-    await process_all(controller)
+    kube, controller = await created()
     del kube.objects[("Database", NS, "db")]
     await controller.audit()
     assert (NS, "db") not in controller.databases
@@ -157,16 +146,13 @@ async def test_a_database_deleted_while_the_watch_was_away_is_forgotten_by_the_a
 
 @synchronously
 async def test_a_restart_resumes_from_a_fresh_list_with_no_write() -> None:
-    kube = FakeKube()
-    first = make(kube)
-    first.observe("ADDED", database(kube, storage={"size": "1Gi"}))
-    await process_all(first)
+    kube, _ = await created(storage={"size": "1Gi"})
     writes = len(kube.writes)
-    # A new process: Kopf indexes every child, then hands over every Database (type None).
+    # A new process: one listing per child kind fills its cache, then Kopf hands over every
+    # Database (event type None).
     second = make(kube)
-    for (kind, _, _), body in list(kube.objects.items()):
-        if second.children.holds(kind):
-            second.child_event("INDEXED", body)
+    await second.prime()
+    assert len(second.children) == 3  # the Deployment, the Service, the claim
     second.observe(None, stored(kube, "Database") or {})
     reads = len(kube.reads)
     assert await process_all(second) == 1
