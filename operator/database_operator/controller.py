@@ -21,7 +21,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from database_operator.api.models import KIND, Database
 from database_operator.cache import CachedKube, ObjectCache, newer, stripped, version
@@ -33,6 +32,7 @@ from database_operator.metrics import Metrics
 from database_operator.ownership import owner_key
 from database_operator.reasons import Problem, Reason
 from database_operator.reconcile import (
+    Clock,
     EventSink,
     Result,
     add_finalizer,
@@ -41,6 +41,7 @@ from database_operator.reconcile import (
     observe_workloads,
     reconcile,
     remove_finalizer,
+    system_clock,
     write_status,
 )
 from database_operator.selection import child_selector, database_selector
@@ -84,7 +85,7 @@ class Controller:
     settled: dict[Key, object] = field(default_factory=dict)
     #: Set while this operator may act (always, unless peering pauses it: see standby.py).
     active: asyncio.Event = field(default_factory=asyncio.Event)
-    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    now: Clock = system_clock
 
     def __post_init__(self) -> None:
         self.queue = WorkQueue(base_delay=RETRY_BASE_S, max_delay=self.settings.retry_max_delay)
@@ -340,7 +341,7 @@ class Controller:
                 workloads=await observe_workloads(self.client, db),
                 outcome=outcome,
                 events=self.events_for(body),
-                now=self.now(),
+                now=self.now,
             )
             if written is not None:
                 self.remember(written)

@@ -36,7 +36,11 @@ def _no_events(_type: str, _reason: str, _message: str) -> None:
     return None
 
 
-def _now() -> datetime:
+#: The one clock of the reconcile layer: a function, so tests can pass their own.
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
@@ -105,7 +109,7 @@ async def reconcile(
     kube: KubeApi,
     body: Mapping[str, Any],
     events: EventSink = _no_events,
-    now: Callable[[], datetime] = _now,
+    now: Clock = system_clock,
     *,
     confirmed: bool = False,
 ) -> Result:
@@ -156,7 +160,7 @@ async def reconcile(
         ),
         outcome=result.outcome,
         events=events,
-        now=now(),
+        now=now,
     )
     if result.created:
         # One Event for a creation, not one per child; it names the first phase too.
@@ -219,11 +223,11 @@ async def write_status(
     workloads: Workloads,
     outcome: Outcome,
     events: EventSink,
-    now: datetime,
+    now: Clock,
 ) -> tuple[DatabaseStatus, Manifest | None]:
     """Compute the new status; patch it through /status only when it differs from the stored
     one. Returns the new status and the Database as the patch returned it (None: not written)."""
-    new = compute_status(db, workloads, db.status, outcome, now)
+    new = compute_status(db, workloads, db.status, outcome, now())
     old_wire, new_wire = db.status.to_wire(), new.to_wire()
     if old_wire == new_wire:
         return new, None
@@ -528,7 +532,7 @@ async def finalize(
     kube: KubeApi,
     body: Mapping[str, Any],
     events: EventSink = _no_events,
-    now: Callable[[], datetime] = _now,
+    now: Clock = system_clock,
 ) -> list[str]:
     """The Database is being deleted: say so in status, then apply deletionPolicy to the
     children that may outlive it — only those the operator created (ownership.py):
@@ -548,7 +552,7 @@ async def finalize(
         workloads=await observe_workloads(kube, db),
         outcome=Outcome(deleting=True),
         events=events,
-        now=now(),
+        now=now,
     )
 
     done: list[str] = []
