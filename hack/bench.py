@@ -431,6 +431,7 @@ def floor_client(kubeconfig: Path, n: int) -> dict[str, float]:
     """Create the N Databases and write exactly what each needs, 32 requests at a time."""
     from database_operator import desired
     from database_operator.api.models import Database
+    from database_operator.kube import Kube
     from database_operator.status import Outcome, Workloads, compute_status
 
     api = new_api(kubeconfig)
@@ -448,15 +449,7 @@ def floor_client(kubeconfig: Path, n: int) -> dict[str, float]:
             desired.connection_secret(db, secret["data"]),
         ]
         for manifest in objects:
-            kind = manifest["kind"]
-            prefix = "/apis/apps/v1" if kind == "Deployment" else "/api/v1"
-            plural = {
-                "Secret": "secrets",
-                "Service": "services",
-                "Deployment": "deployments",
-                "PersistentVolumeClaim": "persistentvolumeclaims",
-            }[kind]
-            call(api, "POST", f"{prefix}/namespaces/{namespace}/{plural}", manifest)
+            call(api, "POST", Kube.path(manifest["kind"], namespace), manifest)
         status = compute_status(db, Workloads(), db.status, Outcome(), datetime.now(UTC))
         call(
             api,

@@ -13,6 +13,13 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "DATABASE_OPERATOR_"
+#: Characters that make a namespace setting a pattern rather than a name.
+GLOB_CHARACTERS = frozenset("*?[]!")
+
+
+def is_exact(namespace: str) -> bool:
+    """A namespace name, not a pattern."""
+    return not set(namespace) & GLOB_CHARACTERS
 
 
 class LogFormat(StrEnum):
@@ -115,7 +122,7 @@ class Settings(BaseSettings):
     def _peering_needs_exact_namespaces(self) -> Settings:
         # Kopf keeps one pause per peering object; the operator follows them (standby.py) and
         # must know how many there are, which a namespace pattern leaves open.
-        if self.peering and any(set(ns) & set("*?[]!") for ns in self.namespaces):
+        if self.peering and not all(is_exact(ns) for ns in self.namespaces):
             raise ValueError(
                 "peering needs namespaces named exactly (or none, for all): "
                 f"{', '.join(self.namespaces)} has a pattern"

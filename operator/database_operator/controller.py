@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from database_operator.api.models import KIND, Database
 from database_operator.cache import CachedKube, ObjectCache, newer, stripped, version
-from database_operator.config import Settings
+from database_operator.config import Settings, is_exact
 from database_operator.kube import ApiError, Kube
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
@@ -176,7 +176,7 @@ class Controller:
         namespaces = self.settings.namespaces
         if not namespaces:
             return [None]
-        if all(not set(ns) & set("*?[]!") for ns in namespaces):
+        if all(is_exact(ns) for ns in namespaces):
             return [*namespaces]
         return [*sorted({key[0] for key in self.databases})]  # globs: where Databases were seen
 

@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from database_operator.api.models import GROUP, PLURAL, VERSION
-from database_operator.config import Settings
+from database_operator.config import Settings, is_exact
 from database_operator.controller import Controller
 from database_operator.kube import ApiError, Kube
 from database_operator.selection import child_selector, database_selector
@@ -31,8 +31,6 @@ CHILD_RESOURCES = (
     ("", "v1", "services"),
     ("", "v1", "persistentvolumeclaims"),
 )
-#: Characters that make a namespace a glob (Kopf then has to scan namespaces for matches).
-GLOB_CHARACTERS = set("*?[]!")
 #: Kopf removes its finalizer from any object no handler of its needs it for. Ours
 #: (reconcile.FINALIZER) is managed by the controller, so Kopf's is set to one it never adds.
 KOPF_FINALIZER = f"{GROUP}/kopf-finalizer"
@@ -82,11 +80,6 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.scanning.disabled = bool(ours.namespaces) and all(
         is_exact(ns) for ns in ours.namespaces
     )
-
-
-def is_exact(namespace: str) -> bool:
-    """A namespace name, not a pattern."""
-    return not set(namespace) & GLOB_CHARACTERS
 
 
 async def ensure_peering_objects(

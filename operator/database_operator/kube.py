@@ -221,28 +221,36 @@ class Kube:
     def cached(self, kind: str) -> bool:
         return False
 
-    async def list_pages(
-        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
-    ) -> AsyncIterator[list[Manifest]]:
-        """Every object of ``kind`` (in ``namespace``, else everywhere) that ``selector``
-        selects, ``limit`` at a time: a large listing never sits in memory whole."""
+    async def _pages(
+        self, kind: str, namespace: str | None, selector: str | None, limit: int, accept: str
+    ) -> AsyncIterator[Manifest]:
+        """The pages of a listing, ``limit`` objects each, all of one snapshot."""
         query = [("limit", str(limit))] + ([("labelSelector", selector)] if selector else [])
-        # A list's items name neither kind nor apiVersion: the list does.
-        api_version = RESOURCES[kind][0].removeprefix("/apis/").removeprefix("/api/")
         token = ""
         while True:
             page = await self._acall(
                 "GET",
                 self.path(kind, namespace),
                 query=query + ([("continue", token)] if token else []),
+                accept=accept,
             )
+            yield page
+            token = page.get("metadata", {}).get("continue") or ""
+            if not token:
+                return
+
+    async def list_pages(
+        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
+    ) -> AsyncIterator[list[Manifest]]:
+        """Every object of ``kind`` (in ``namespace``, else everywhere) that ``selector``
+        selects, ``limit`` at a time: a large listing never sits in memory whole."""
+        # A list's items name neither kind nor apiVersion: the list does.
+        api_version = RESOURCES[kind][0].removeprefix("/apis/").removeprefix("/api/")
+        async for page in self._pages(kind, namespace, selector, limit, "application/json"):
             yield [
                 {**item, "kind": kind, "apiVersion": api_version}
                 for item in page.get("items") or []
             ]
-            token = page.get("metadata", {}).get("continue") or ""
-            if not token:
-                return
 
     async def list_metadata(
         self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 500
@@ -250,25 +258,17 @@ class Kube:
         """Who is there: for every object of ``kind`` (in ``namespace``, else everywhere) that
         ``selector`` selects, its identity (name, namespace, uid, resourceVersion) and owners
         (ownerReferences, annotations) — no bodies, no managedFields — and the version of the
-        listing. Paged; every page is of the same snapshot."""
-        query = [("limit", str(limit))] + ([("labelSelector", selector)] if selector else [])
+        listing."""
         kept = ("name", "namespace", "uid", "resourceVersion", "ownerReferences", "annotations")
+        accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
         items: list[Manifest] = []
-        token, version = "", ""
-        while True:
-            page = await self._acall(
-                "GET",
-                self.path(kind, namespace),
-                query=query + ([("continue", token)] if token else []),
-                accept="application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-            )
+        version = ""
+        async for page in self._pages(kind, namespace, selector, limit, accept):
             for item in page.get("items") or []:
                 meta = item.get("metadata") or {}
                 items.append({"kind": kind, "metadata": {k: meta[k] for k in kept if k in meta}})
             version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
-            token = page.get("metadata", {}).get("continue") or ""
-            if not token:
-                return items, version
+        return items, version
 
     async def serves(self, group_version: str) -> bool:
         """Whether the API server serves ``group/version`` yet (a new CRD takes a moment)."""
