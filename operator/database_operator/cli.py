@@ -150,6 +150,22 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--peering-name", help="name of the KopfPeering object")
     run.add_argument("--peering-lifetime", help="seconds before a silent peer is replaced")
     run.add_argument("--priority", help="peering priority (default: derived from the pod name)")
+    hooks = run.add_argument_group("webhooks (admission and conversion, HTTPS)")
+    hooks.add_argument("--webhook-port", help="port of the webhooks (0: off)")
+    hooks.add_argument("--webhook-address", help="address the webhooks listen on")
+    hooks.add_argument(
+        "--webhook-service",
+        help="NAMESPACE/NAME of the webhook Service: keep an own CA and certificate for it",
+    )
+    hooks.add_argument("--webhook-secret", help="Secret of the own CA and certificate")
+    hooks.add_argument("--webhook-cert-dir", help="folder with tls.crt and tls.key to serve")
+    hooks.add_argument(
+        "--webhook-url", help="outside the cluster: the https:// URL the API server calls"
+    )
+    hooks.add_argument("--webhook-configuration", help="name of the webhook configurations")
+    hooks.add_argument(
+        "--image-registries", help="comma-separated registry prefixes images must start with"
+    )
     run.set_defaults(func=_run)
 
     render = commands.add_parser(

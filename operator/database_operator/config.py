@@ -92,8 +92,51 @@ class Settings(BaseSettings):
         default=None,
         description="Peering priority; empty derives a distinct one from the pod name (HA).",
     )
+    webhook_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of the admission and conversion webhooks (HTTPS); 0 turns them off.",
+    )
+    webhook_address: str = Field(
+        default="0.0.0.0",  # noqa: S104 - the API server reaches the pod from outside it
+        description="Address the webhooks listen on.",
+    )
+    webhook_service: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="NAMESPACE/NAME of the Service in front of the webhooks: the operator keeps "
+        "its own CA and certificate for it in --webhook-secret, and writes the CA into the "
+        "webhook configurations and the CRD.",
+    )
+    webhook_secret: str = Field(
+        default="database-operator-webhook-cert",
+        description="Secret (in the Service's namespace) with the webhooks' own CA and "
+        "certificate, shared by the replicas.",
+    )
+    webhook_cert_dir: str | None = Field(
+        default=None,
+        description="Folder with tls.crt and tls.key (a mounted Secret, e.g. cert-manager's), "
+        "re-read when they change; the caBundles are then someone else's (cert-manager's CA "
+        "injector).",
+    )
+    webhook_url: str | None = Field(
+        default=None,
+        pattern=r"^https://",
+        description="Outside the cluster: the https:// address the API server reaches the "
+        "operator at; the operator registers URL-based webhook configurations itself.",
+    )
+    webhook_configuration: str = Field(
+        default="database-operator",
+        description="Name of the Validating- and MutatingWebhookConfiguration.",
+    )
+    image_registries: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Registry prefixes a Database's image must start with, comma-separated "
+        "(e.g. registry.example.com/,docker.io/library/); empty allows any.",
+    )
 
-    @field_validator("namespaces", mode="before")
+    @field_validator("namespaces", "image_registries", mode="before")
     @classmethod
     def _split_namespaces(cls, value: object) -> object:
         if isinstance(value, str):
@@ -117,6 +160,17 @@ class Settings(BaseSettings):
     @classmethod
     def _no_shard_when_empty(cls, value: object) -> object:
         return value or None
+
+    @model_validator(mode="after")
+    def _webhooks_need_an_address(self) -> Settings:
+        if self.webhook_port and not (
+            self.webhook_service or self.webhook_url or self.webhook_cert_dir
+        ):
+            raise ValueError(
+                "webhook_port needs webhook_service (in the cluster), webhook_url (outside it) "
+                "or webhook_cert_dir (a mounted certificate)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _peering_needs_exact_namespaces(self) -> Settings:

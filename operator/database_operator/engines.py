@@ -7,6 +7,7 @@ is here, so that the API defaults, the child builders and the docs agree.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -62,6 +63,12 @@ class EngineFacts:
     jdbc_scheme: str | None = None
     has_database: bool = True
     binding_username: str | None = None
+    #: How many major versions the engine itself steps up on existing data when a newer server
+    #: starts on it: 0 none (another major cannot open the data at all), None any number.
+    #: No engine goes down: a newer major's data files are unreadable to an older one.
+    major_upgrade_steps: int | None = 0
+    #: What to do instead of a version change the engine cannot make on its data.
+    major_upgrade_path: str = ""
 
 
 ENGINES: dict[Engine, EngineFacts] = {
@@ -94,6 +101,10 @@ ENGINES: dict[Engine, EngineFacts] = {
             "password_encryption",
         ),
         parameter_style="-c key=value",
+        # The server refuses a data directory of another major version.
+        major_upgrade_steps=0,
+        major_upgrade_path="create a new Database at the new version and move the data into "
+        "it (pg_dump | pg_restore, or pg_upgrade)",
         binding_type="postgresql",
         uri_scheme="postgresql",
         jdbc_scheme="postgresql",
@@ -127,6 +138,10 @@ ENGINES: dict[Engine, EngineFacts] = {
             "init-file",
         ),
         parameter_style="--key=value",
+        # MySQL upgrades its data dictionary in place from the previous major series only.
+        major_upgrade_steps=1,
+        major_upgrade_path="upgrade one major version at a time (each pod start upgrades the "
+        "data in place), or create a new Database and move the data (mysqldump)",
         binding_type="mysql",
         uri_scheme="mysql",
         jdbc_scheme="mysql",
@@ -158,6 +173,8 @@ ENGINES: dict[Engine, EngineFacts] = {
             "include",
         ),
         parameter_style="--key value",
+        # Any newer Redis loads an older RDB/AOF file.
+        major_upgrade_steps=None,
         binding_type="redis",
         uri_scheme="redis",
         has_database=False,
@@ -169,6 +186,16 @@ ENGINES: dict[Engine, EngineFacts] = {
 def facts(engine: Engine | str) -> EngineFacts:
     """The facts of one engine."""
     return ENGINES[Engine(engine)]
+
+
+_MAJOR = re.compile(r"^v?(\d+)(?:[.-]|$)")
+
+
+def major_version(version: str) -> int | None:
+    """The major version in an image tag ("16", "16.4", "8.4-oracle", "7.4-alpine"), or None
+    when the tag does not start with one ("latest", "bookworm")."""
+    found = _MAJOR.match(version)
+    return int(found.group(1)) if found else None
 
 
 def reserved_key(engine: Engine | str, key: str) -> bool:

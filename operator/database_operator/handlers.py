@@ -24,6 +24,8 @@ from database_operator.config import Settings, is_exact
 from database_operator.controller import Controller
 from database_operator.kube import ApiError, Kube
 from database_operator.selection import child_selector, database_selector
+from database_operator.webhooks.admission import Admission, RefusedError, pinned_version
+from database_operator.webhooks.configuration import MUTATE, VALIDATE
 
 #: The children watched: (group, version, plural), the cache's kinds (controller.py).
 CHILD_RESOURCES = (
@@ -58,7 +60,11 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
+def configure_kopf(
+    settings: kopf.OperatorSettings,
+    ours: Settings,
+    webhook_server: kopf.WebhookServerProtocol | None = None,
+) -> None:
     """Kopf's settings for this operator."""
     settings.persistence.finalizer = KOPF_FINALIZER
     settings.persistence.diffbase_storage = NoDiffBase()
@@ -80,6 +86,11 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.scanning.disabled = bool(ours.namespaces) and all(
         is_exact(ns) for ns in ours.namespaces
     )
+    # Kopf runs the admission handlers behind our server; the webhook configurations are
+    # installed by the chart (or registered by a local operator), never managed by Kopf, whose
+    # own would have a 30 s timeout, no namespace selector, and vanish with each replica.
+    settings.admission.server = webhook_server
+    settings.admission.managed = None
 
 
 async def ensure_peering_objects(
@@ -106,13 +117,19 @@ async def ensure_peering_objects(
             )
 
 
-def register(controller: Controller, registry: kopf.OperatorRegistry) -> kopf.OperatorRegistry:
-    """Register the operator's handlers on ``registry``."""
+def register(
+    controller: Controller,
+    registry: kopf.OperatorRegistry,
+    admission: Admission | None = None,
+    webhook_server: kopf.WebhookServerProtocol | None = None,
+) -> kopf.OperatorRegistry:
+    """Register the operator's handlers on ``registry`` (the admission handlers when
+    ``admission`` is given, served by ``webhook_server``)."""
     ours = controller.settings
 
     @kopf.on.startup(id="configure", registry=registry)
     async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
-        configure_kopf(settings, ours)
+        configure_kopf(settings, ours, webhook_server)
         if ours.peering:
             await ensure_peering_objects(controller.kube, ours, logger)
 
@@ -137,4 +154,43 @@ def register(controller: Controller, registry: kopf.OperatorRegistry) -> kopf.Op
             registry=registry,
         )(on_child)
 
+    if admission is not None:
+        register_admission(admission, registry)
     return registry
+
+
+def register_admission(admission: Admission, registry: kopf.OperatorRegistry) -> None:
+    """Kopf's validating and mutating handlers; their ids are the webhooks' paths."""
+
+    @kopf.on.mutate(
+        GROUP,
+        VERSION,
+        PLURAL,
+        id=MUTATE.handler_id,
+        operations=list(MUTATE.operations),
+        registry=registry,
+    )
+    def mutate(**kwargs: Any) -> None:
+        old, patch = kwargs["old"], kwargs["patch"]
+        spec = kwargs["body"].get("spec") or {}
+        if (version := pinned_version(spec, dict(old) if old else None)) is not None:
+            patch.setdefault("spec", {})["version"] = version
+
+    @kopf.on.validate(
+        GROUP,
+        VERSION,
+        PLURAL,
+        id=VALIDATE.handler_id,
+        operations=list(VALIDATE.operations),
+        registry=registry,
+    )
+    async def validate(**kwargs: Any) -> None:
+        new, old = kwargs["new"], kwargs["old"]
+        try:
+            kwargs["warnings"].extend(
+                await admission.validate(
+                    kwargs["operation"], dict(new) if new else None, dict(old) if old else None
+                )
+            )
+        except RefusedError as refusal:
+            raise kopf.AdmissionError(str(refusal), code=refusal.code) from refusal

@@ -33,6 +33,17 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "Deployment": ("/apis/apps/v1", "deployments"),
     "Database": (f"/apis/{GROUP}/{VERSION}", PLURAL),
     "Event": ("/api/v1", "events"),
+    # What the webhooks read (a namespace's quota) and write (their own registration).
+    "Namespace": ("/api/v1", "namespaces"),
+    "ValidatingWebhookConfiguration": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+    ),
+    "MutatingWebhookConfiguration": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "mutatingwebhookconfigurations",
+    ),
+    "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions"),
     # Kopf's peering objects (HA): one per watched namespace, or one for the cluster.
     "KopfPeering": ("/apis/kopf.dev/v1", "kopfpeerings"),
     "ClusterKopfPeering": ("/apis/kopf.dev/v1", "clusterkopfpeerings"),
@@ -310,6 +321,16 @@ class Kube:
             if exist_ok and error.status == 409:
                 return None
             raise
+
+    async def replace(self, manifest: Manifest) -> Manifest:
+        """PUT the whole object; its metadata.resourceVersion makes a concurrent change a 409."""
+        meta = manifest["metadata"]
+        return await self._acall(
+            "PUT",
+            self.path(manifest["kind"], meta.get("namespace"), meta["name"]),
+            body=manifest,
+            query=[("fieldManager", self.field_manager)],
+        )
 
     async def merge_patch(
         self, kind: str, namespace: str, name: str, patch: Manifest, sub: str | None = None

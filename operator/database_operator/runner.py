@@ -21,6 +21,8 @@ from database_operator.kube import ApiError, Kube, new_api_client
 from database_operator.logs import get_logger
 from database_operator.metrics import Metrics
 from database_operator.standby import follow_kopf_peering
+from database_operator.webhooks.admission import Admission
+from database_operator.webhooks.keeper import Webhooks
 
 
 def peering_priority(settings: Settings) -> int:
@@ -77,14 +79,20 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     kube = Kube(api, on_error=count_error)
     recorder = EventRecorder(kube)
     controller = Controller(kube, settings, metrics, recorder.for_object)
-    registry = register(controller, kopf.OperatorRegistry())
+    webhooks = Webhooks(kube, settings) if settings.webhook_port else None
+    registry = register(
+        controller,
+        kopf.OperatorRegistry(),
+        Admission(kube, settings.image_registries) if webhooks else None,
+        webhooks.server if webhooks else None,
+    )
     if settings.peering:
         follow_kopf_peering(controller.active, len(settings.namespaces) or 1)
     else:
         controller.active.set()
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
-    health = Health()
+    health = Health(webhooks.server if webhooks else None)
     health_runner = await health.serve(settings.health_port) if settings.health_port else None
     priority = peering_priority(settings)
     log.info(
@@ -95,6 +103,7 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         priority=priority if settings.peering else None,
         metrics_port=settings.metrics_port,
         health_port=settings.health_port,
+        webhook_port=settings.webhook_port or None,
     )
 
     # Until Kopf installs its own signal handlers, SIGINT/SIGTERM stop the wait for the CRDs.
@@ -106,6 +115,8 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     async def operate() -> None:
         if not await wait_for_crds(kube, settings, stopping):
             return
+        if webhooks is not None:  # before Kopf: conversion is served as soon as we are up
+            await webhooks.start()
         # Kopf's own signal handling from here on (with a stop flag of ours it polls, slowly).
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
@@ -133,6 +144,8 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     try:
         await health.operator_task
     finally:
+        if webhooks is not None:
+            await webhooks.stop()
         if health_runner is not None:
             with contextlib.suppress(Exception):
                 await health_runner.cleanup()

@@ -92,6 +92,7 @@ def test_defaults_match_the_design() -> None:
         "replicas": 1,
         "serviceType": "ClusterIP",
         "paused": False,
+        "deletionProtection": False,
         "deletionPolicy": "Retain",
     }
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from database_operator.api import v1beta1
 from database_operator.api.models import (
     DATABASE_NAME_MAX_LENGTH,
     DATABASE_NAME_PATTERN,
@@ -24,6 +25,7 @@ from database_operator.api.models import (
     DatabaseStatus,
     cel,
 )
+from database_operator.webhooks import configuration as webhooks
 
 Schema = dict[str, Any]
 
@@ -89,7 +91,9 @@ def _ordered(node: Any) -> Any:
     }
 
 
-def _schema_of(model: type[DatabaseSpec] | type[DatabaseStatus]) -> Schema:
+def _schema_of(
+    model: type[DatabaseSpec] | type[DatabaseStatus] | type[v1beta1.DatabaseSpecV1beta1],
+) -> Schema:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     return _ordered(_structural(raw, raw.get("$defs", {})))  # type: ignore[no-any-return]
 
@@ -113,9 +117,16 @@ NAME_RULES = [
 ]
 
 
-def openapi_schema() -> Schema:
-    """The openAPIV3Schema of the Database CRD."""
-    spec = _schema_of(DatabaseSpec)
+#: The spec model of each served version, the storage version first.
+SPEC_MODELS: dict[str, type[DatabaseSpec] | type[v1beta1.DatabaseSpecV1beta1]] = {
+    VERSION: DatabaseSpec,
+    v1beta1.VERSION: v1beta1.DatabaseSpecV1beta1,
+}
+
+
+def openapi_schema(version: str = VERSION) -> Schema:
+    """The openAPIV3Schema of one version of the Database CRD."""
+    spec = _schema_of(SPEC_MODELS[version])
     # A Database without spec still gets every default applied.
     spec["default"] = {}
     return {
@@ -133,7 +144,7 @@ def openapi_schema() -> Schema:
     }
 
 
-PRINTER_COLUMNS = [
+PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Engine", "type": "string", "jsonPath": ".spec.engine"},
     {"name": "Version", "type": "string", "jsonPath": ".status.version"},
     {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
@@ -144,8 +155,41 @@ PRINTER_COLUMNS = [
 ]
 
 
+def printer_columns(version: str) -> list[dict[str, Any]]:
+    """kubectl's columns; v1beta1 names the engine spec.type."""
+    engine = ".spec.engine" if version == VERSION else ".spec.type"
+    return [
+        {**column, "jsonPath": engine} if column["name"] == "Engine" else column
+        for column in PRINTER_COLUMNS
+    ]
+
+
+def served_version(version: str) -> dict[str, Any]:
+    """One entry of the CRD's versions: v1 stored, v1beta1 served and deprecated."""
+    entry: dict[str, Any] = {
+        "name": version,
+        "served": True,
+        "storage": version == VERSION,
+    }
+    if version != VERSION:
+        entry |= {"deprecated": True, "deprecationWarning": v1beta1.DEPRECATION_WARNING}
+    return entry | {
+        "schema": {"openAPIV3Schema": openapi_schema(version)},
+        "subresources": {
+            "status": {},
+            "scale": {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.selector",
+            },
+        },
+        "additionalPrinterColumns": printer_columns(version),
+    }
+
+
 def crd() -> dict[str, Any]:
-    """The Database CustomResourceDefinition as a plain object."""
+    """The Database CustomResourceDefinition as a plain object: both versions, converted by the
+    operator's webhook (the versions' shapes differ, so the API server cannot convert alone)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -164,23 +208,14 @@ def crd() -> dict[str, Any]:
                 "categories": ["databases"],
             },
             "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": openapi_schema()},
-                    "subresources": {
-                        "status": {},
-                        "scale": {
-                            "specReplicasPath": ".spec.replicas",
-                            "statusReplicasPath": ".status.replicas",
-                            "labelSelectorPath": ".status.selector",
-                        },
-                    },
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                }
-            ],
+            "versions": [served_version(version) for version in SPEC_MODELS],
+            # Where the API server sends ConversionReviews: the webhook Service as
+            # `kubectl apply -k config/default` names it (the chart writes its own names in).
+            "conversion": webhooks.conversion(
+                webhooks.service_client(
+                    webhooks.DEFAULT_NAMESPACE, webhooks.DEFAULT_SERVICE, webhooks.CONVERT_PATH
+                )
+            ),
         },
     }
 

@@ -287,6 +287,11 @@ class DatabaseSpec(_Model):
     paused: bool = Field(
         default=False, description="When true the operator changes no child; status says so."
     )
+    deletion_protection: bool = Field(
+        default=False,
+        description="When true the Database cannot be deleted: the admission webhook refuses "
+        "the DELETE until this is set back to false.",
+    )
     deletion_policy: DeletionPolicy = Field(
         default=DeletionPolicy.RETAIN,
         description="What happens to the PVC and the generated Secret "
