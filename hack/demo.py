@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,9 @@ def port(preferred: int) -> int:
             return int(sock.getsockname()[1])
 
 
-def start_operator(plane: ControlPlane, metrics_port: int, health_port: int) -> int:
+def start_operator(
+    plane: ControlPlane, metrics_port: int, health_port: int, webhook_port: int
+) -> int:
     log = (WORKDIR / "logs" / "operator.log").open("ab")
     proc = subprocess.Popen(
         [
@@ -69,6 +72,10 @@ def start_operator(plane: ControlPlane, metrics_port: int, health_port: int) -> 
             f"--metrics-port={metrics_port}",
             f"--health-port={health_port}",
             "--resync-interval=15",
+            # Outside the cluster: the operator serves its webhooks on loopback with its own CA
+            # and registers them (and the CRD's conversion) by URL.
+            f"--webhook-port={webhook_port}",
+            f"--webhook-url=https://127.0.0.1:{webhook_port}",
         ],
         env={**os.environ, "KUBECONFIG": str(plane.kubeconfig)},
         stdout=log,
@@ -80,6 +87,19 @@ def start_operator(plane: ControlPlane, metrics_port: int, health_port: int) -> 
     state = json.loads(plane.state_file.read_text())
     plane.state_file.write_text(json.dumps({**state, "operator": proc.pid}))
     return proc.pid
+
+
+def wait_ready(health_port: int) -> None:
+    """Until /readyz answers: Kopf watches and the webhooks are registered and served."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            url = f"http://127.0.0.1:{health_port}/readyz"
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit("the operator did not become ready: see .local/logs/operator.log")
 
 
 def snapshot(kubeconfig: Path) -> tuple[list[str], bool]:
@@ -156,9 +176,10 @@ def main() -> int:
         plane = ControlPlane(WORKDIR, detached=True, full=True).start()
         install_crds(plane.kubeconfig)
         plane.wait_for_node_ready()
-    metrics_port, health_port = port(8080), port(8081)
-    with stage("operator (from the working tree)"):
-        start_operator(plane, metrics_port, health_port)
+    metrics_port, health_port, webhook_port = port(8080), port(8081), port(9443)
+    with stage("operator (from the working tree), its webhooks on 127.0.0.1"):
+        start_operator(plane, metrics_port, health_port, webhook_port)
+        wait_ready(health_port)
     with stage("samples: " + ", ".join(p.name for p in SAMPLES)):
         for sample in SAMPLES:
             print("    " + run_kubectl(plane.kubeconfig, "apply", "-f", str(sample)).strip())
@@ -193,7 +214,11 @@ Every sample is Active. The cluster and the operator keep running; poke them:
     database-operator.example.com/simulate=not-ready            # primary unready: not Ready
   kubectl annotate pod -l app.kubernetes.io/instance=sessions \\
     database-operator.example.com/simulate-                     # ready again: Active
-  kubectl patch db orders --type=merge -p '{{"spec":{{"version":"17"}}}}'  # roll out a new version
+  kubectl patch db orders --type=merge -p '{{"spec":{{"version":"16.4"}}}}'  # a minor rollout
+  kubectl patch db orders --type=merge -p '{{"spec":{{"version":"17"}}}}'    # refused: says why
+  kubectl get databases.v1beta1.databases.example.com orders -o yaml        # the old API version
+  kubectl patch db sessions --type=merge -p '{{"spec":{{"deletionProtection":true}}}}'
+  kubectl delete db sessions                      # refused until deletionProtection is false
   curl -s localhost:{metrics_port}/metrics | grep ^database_operator_   # the operator's metrics
   tail -f .local/logs/operator.log                # its JSON logs
 

@@ -26,6 +26,7 @@ from database_operator.kube import ApiError, Kube
 from database_operator.selection import child_selector, database_selector
 from database_operator.webhooks.admission import Admission, RefusedError, pinned_version
 from database_operator.webhooks.configuration import MUTATE, VALIDATE
+from database_operator.webhooks.server import WebhookServer
 
 #: The children watched: (group, version, plural), the cache's kinds (controller.py).
 CHILD_RESOURCES = (
@@ -156,6 +157,14 @@ def register(
 
     if admission is not None:
         register_admission(admission, registry)
+    if isinstance(webhook_server, WebhookServer):
+
+        @kopf.on.cleanup(id="webhooks", registry=registry)
+        async def stop_serving(**_: Any) -> None:
+            # Before Kopf waits for its tasks: the API server's keep-alive connections to us are
+            # tasks too, and Kopf would wait 5 s for them to end on their own.
+            await webhook_server.stop()
+
     return registry
 
 

@@ -55,6 +55,7 @@ def test_defaults_are_applied_by_the_api_server(cluster: Cluster, namespace: str
         "replicas": 1,
         "serviceType": "ClusterIP",
         "paused": False,
+        "deletionProtection": False,
         "deletionPolicy": "Retain",
     }
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 
 from database_operator.webhooks import configuration
 from database_operator.webhooks.certificates import new_ca
@@ -145,6 +146,10 @@ def test_namespace_quota_caps_the_number_of_databases(
     assert f"namespace {namespace} allows at most 1 Databases" in refused.stderr
     assert f"annotation {GROUP}/max-databases" in refused.stderr and "has 1" in refused.stderr
     assert cluster.db_gone(namespace, "second")
+    with pytest.raises(client.ApiException) as refusal:  # what an API client sees
+        cluster.create_db(namespace, "third", {})
+    assert refusal.value.status == 403
+    assert "max-databases" in json.loads(refusal.value.body)["message"]
     # Updates of the existing one are not counted again.
     assert apply(cluster, namespace, database("first", {"replicas": 2})).returncode == 0
 
@@ -319,6 +324,9 @@ def test_v1beta1_objects_are_stored_as_v1_and_read_back_in_either_version(
         lambda: cluster.apps.read_namespaced_deployment("legacy", namespace),
         what="the Deployment of a v1beta1 Database",
     )
+    # etcd holds v1 only: nothing to migrate when v1beta1 goes.
+    crd = json.loads(cluster.kubectl("get", "crd", CRD, "-o", "json"))
+    assert crd["status"]["storedVersions"] == ["v1"]
     listed = cluster.kubectl("get", BETA, "-n", namespace)
     assert "legacy" in listed and "mysql" in listed
 

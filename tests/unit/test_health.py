@@ -41,3 +41,40 @@ def test_probes_follow_the_operator_task() -> None:
         return seen
 
     assert asyncio.run(scenario()) == [(500, 503), (200, 503), (200, 200), (500, 503)]
+
+
+def test_readyz_waits_for_the_webhook_server() -> None:
+    """With webhooks, ready only once the real server listens and Kopf handed it the admission
+    function: until then the webhook Service must not route to this replica."""
+
+    async def scenario() -> list[int]:
+        from datetime import UTC, datetime
+
+        from database_operator.webhooks.certificates import new_ca, new_serving
+        from database_operator.webhooks.server import WebhookServer
+
+        server = WebhookServer("127.0.0.1", free_port())
+        health, port = Health(server), free_port()
+        runner = await health.serve(port, "127.0.0.1")
+        stop = asyncio.Event()
+        health.operator_task = asyncio.create_task(stop.wait())
+        health.ready.set()  # Kopf watches
+        seen = [await probe(port, "/readyz")]  # the webhooks not served yet
+        now = datetime.now(UTC)
+        await server.start(new_serving(new_ca(now), ["127.0.0.1"], now))
+        seen.append(await probe(port, "/readyz"))  # listening, but Kopf has not handed over
+
+        async def admit(request: object, **_: object) -> dict[str, object]:
+            return {}
+
+        handed = server(admit)  # type: ignore[arg-type]
+        await anext(handed)  # what Kopf does once its resources are known
+        seen.append(await probe(port, "/readyz"))
+        await handed.aclose()
+        await server.stop()
+        stop.set()
+        await health.operator_task
+        await runner.cleanup()
+        return seen
+
+    assert asyncio.run(scenario()) == [503, 503, 200]

@@ -16,7 +16,7 @@ import json
 import os
 import ssl
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import kopf
@@ -67,13 +67,15 @@ class WebhookServer:
         get_logger().info("serving webhooks", address=self.address, port=self.port)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        """Stop serving (once; idempotent), closing the API server's keep-alive connections."""
+        runner, self._runner = self._runner, None
         self.listening.clear()
+        if runner is not None:
+            await runner.cleanup()
 
     # --- Kopf's admission server protocol -------------------------------------------------------
 
-    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncGenerator[kopf.WebhookClientConfig, None]:
         """Kopf calls this once its resources are known. The configurations are ours (not
         Kopf-managed), so the client config yielded is only Kopf's to log."""
         self._admission_fn = fn
