@@ -3,8 +3,8 @@
 #   usage: hack/deploy.sh <dev|staging|prod>
 #   env: IMAGE_REPOSITORY, IMAGE_TAG or IMAGE_DIGEST (the image to run; default: the chart's),
 #        RELEASE (database-operator), NAMESPACE (database-operator-system), TIMEOUT (5m),
-#        HELM (helm), KUBECONFIG, SMOKE (1: run hack/smoke-test.sh; 0: skip), and the smoke
-#        test's variables.
+#        HELM (helm), KUBECONFIG, SMOKE (1: run hack/smoke-test.sh; 0: skip), HELM_SET (more
+#        values, as helm's --set takes them: a=1,b=2), and the smoke test's variables.
 set -euo pipefail
 env="${1:?usage: hack/deploy.sh <dev|staging|prod>}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,10 +19,11 @@ values="$chart/values-$env.yaml"
 
 log() { printf '[deploy %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-image_args=()
-[[ -n "${IMAGE_REPOSITORY:-}" ]] && image_args+=(--set "image.repository=$IMAGE_REPOSITORY")
-[[ -n "${IMAGE_TAG:-}" ]] && image_args+=(--set "image.tag=$IMAGE_TAG")
-[[ -n "${IMAGE_DIGEST:-}" ]] && image_args+=(--set "image.digest=$IMAGE_DIGEST")
+set_args=()
+[[ -n "${IMAGE_REPOSITORY:-}" ]] && set_args+=(--set "image.repository=$IMAGE_REPOSITORY")
+[[ -n "${IMAGE_TAG:-}" ]] && set_args+=(--set "image.tag=$IMAGE_TAG")
+[[ -n "${IMAGE_DIGEST:-}" ]] && set_args+=(--set "image.digest=$IMAGE_DIGEST")
+[[ -n "${HELM_SET:-}" ]] && set_args+=(--set "$HELM_SET")
 
 # The last good revision, to roll back to if the smoke test fails.
 previous=""
@@ -35,7 +36,7 @@ fi
 log "deploying $release to $env (namespace $namespace, previous revision: ${previous:-none})"
 "$helm" upgrade --install "$release" "$chart" \
   --namespace "$namespace" --create-namespace \
-  --values "$values" "${image_args[@]}" \
+  --values "$values" "${set_args[@]}" \
   --wait --timeout "$timeout" --rollback-on-failure
 
 if [[ "${SMOKE:-1}" == 1 ]] && ! RELEASE="$release" NAMESPACE="$namespace" "$here/smoke-test.sh"; then

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -13,6 +14,7 @@ from database_operator import rbac
 from database_operator.api.crd import crd_yaml
 from database_operator.api.docs import api_markdown
 from database_operator.reasons import reasons_markdown
+from database_operator.webhooks import configuration as webhooks
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The generated part of docs/operations.md sits between these lines.
@@ -27,9 +29,19 @@ def generated() -> dict[Path, str]:
     def dump(data: object, source: str) -> str:
         return HEADER.format(source=source) + yaml.safe_dump(data, sort_keys=False, width=100)
 
+    def dump_all(documents: Sequence[object], source: str) -> str:
+        return HEADER.format(source=source) + yaml.safe_dump_all(
+            documents, sort_keys=False, width=100
+        )
+
+    hooks = dump_all(webhook_configurations(), "webhooks/configuration.py")
     return {
         ROOT / "config/crd/bases/databases.example.com_databases.yaml": crd_yaml(),
         ROOT / "config/rbac/role.yaml": dump(rbac.cluster_role(), "rbac.py"),
+        ROOT / "config/rbac/webhook_role.yaml": dump_all(rbac.webhook_roles(), "rbac.py"),
+        ROOT / "config/webhook/manifests.yaml": hooks,
+        # The chart puts its release's names, Service and namespaces into the same objects.
+        ROOT / "helm/database-operator/files/webhooks.yaml": hooks,
         ROOT / "docs/api.md": api_markdown(),
         ROOT / "docs/operations.md": with_reasons((ROOT / "docs/operations.md").read_text()),
         ROOT / "helm/database-operator/files/rbac-rules.yaml": dump(rbac.rules_file(), "rbac.py"),
@@ -38,6 +50,20 @@ def generated() -> dict[Path, str]:
             ROOT / "config/crd/bases/kopf.dev_peerings.yaml"
         ).read_text(),
     }
+
+
+def webhook_configurations() -> list[object]:
+    """The two webhook configurations of `kubectl apply -k config/default`."""
+    return list(
+        webhooks.configurations(
+            webhooks.DEFAULT_CONFIGURATION,
+            lambda path: webhooks.service_client(
+                webhooks.DEFAULT_NAMESPACE, webhooks.DEFAULT_SERVICE, path
+            ),
+            webhooks.namespace_selector([], webhooks.DEFAULT_NAMESPACE),
+            {"app.kubernetes.io/name": "database-operator"},
+        )
+    )
 
 
 def with_reasons(text: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from database_operator.api.models import GROUP, PLURAL
+from database_operator.webhooks import configuration as webhooks
 
 Rule = dict[str, list[str]]
 
@@ -78,6 +79,61 @@ PEERING_CLUSTER_RULES: list[Rule] = [
 ]
 
 
+#: Webhooks on (any certificate mode): the admission quota reads the namespace's annotations.
+#: Namespaces are cluster-scoped, so this needs a ClusterRole even for named namespaces; there it
+#: is narrowed to them by resourceNames.
+WEBHOOK_NAMESPACES_RULE: Rule = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}
+
+#: Self-managed certificates only: the operator writes its CA into the caBundle of its own two
+#: webhook configurations (resourceNames: their name) and of the Database CRD's conversion.
+WEBHOOK_CONFIGURATIONS_RULE: Rule = {
+    "apiGroups": ["admissionregistration.k8s.io"],
+    "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+    "verbs": ["get", "update"],
+}
+WEBHOOK_CRD_RULE: Rule = {
+    "apiGroups": ["apiextensions.k8s.io"],
+    "resources": ["customresourcedefinitions"],
+    "verbs": ["get", "patch"],
+    "resourceNames": [f"{PLURAL}.{GROUP}"],
+}
+#: Self-managed certificates only, in the operator's own namespace: its CA and certificate
+#: Secret (resourceNames: its name). `create` cannot be narrowed by name (the name is in the
+#: body), hence a rule of its own.
+WEBHOOK_SECRET_RULE: Rule = {
+    "apiGroups": [""],
+    "resources": ["secrets"],
+    "verbs": ["get", "update"],
+}
+WEBHOOK_SECRET_CREATE_RULE: Rule = {
+    "apiGroups": [""],
+    "resources": ["secrets"],
+    "verbs": ["create"],
+}
+
+
+def _named(rule: Rule, names: list[str]) -> Rule:
+    return {**rule, "resourceNames": list(names)} if names else dict(rule)
+
+
+def webhook_cluster_rules(
+    configuration: str = webhooks.DEFAULT_CONFIGURATION,
+    watched: list[str] | None = None,
+    self_managed: bool = True,
+) -> list[Rule]:
+    """The webhooks' ClusterRole: read the watched namespaces; with self-managed certificates,
+    write the caBundles of the configurations named ``configuration`` and of the CRD."""
+    rules = [_named(WEBHOOK_NAMESPACES_RULE, watched or [])]
+    if self_managed:
+        rules += [_named(WEBHOOK_CONFIGURATIONS_RULE, [configuration]), WEBHOOK_CRD_RULE]
+    return rules
+
+
+def webhook_secret_rules(secret: str = webhooks.DEFAULT_SECRET) -> list[Rule]:
+    """The webhooks' Role in the operator's namespace (self-managed certificates only)."""
+    return [_named(WEBHOOK_SECRET_RULE, [secret]), WEBHOOK_SECRET_CREATE_RULE]
+
+
 def cluster_role_rules(peering: bool = False) -> list[Rule]:
     """The ClusterRole of an operator that watches every namespace."""
     return NAMESPACED_RULES + CLUSTER_RULES + (PEERING_CLUSTER_RULES if peering else [])
@@ -95,6 +151,14 @@ def rules_file() -> dict[str, Any]:
         "cluster": CLUSTER_RULES,
         "peeringNamespaced": PEERING_NAMESPACED_RULES,
         "peeringCluster": PEERING_CLUSTER_RULES,
+        # Without resourceNames: the chart adds its release's names, as webhook_*_rules() do.
+        "webhook": {
+            "namespaces": WEBHOOK_NAMESPACES_RULE,
+            "configurations": WEBHOOK_CONFIGURATIONS_RULE,
+            "crd": WEBHOOK_CRD_RULE,
+            "secret": WEBHOOK_SECRET_RULE,
+            "secretCreate": WEBHOOK_SECRET_CREATE_RULE,
+        },
     }
 
 
@@ -106,3 +170,37 @@ def cluster_role(name: str = "database-operator") -> dict[str, Any]:
         "metadata": {"name": name},
         "rules": cluster_role_rules(),
     }
+
+
+def webhook_roles(
+    namespace: str = webhooks.DEFAULT_NAMESPACE,
+    account: str = "database-operator",
+    name: str = "database-operator-webhook",
+) -> list[dict[str, Any]]:
+    """config/rbac/webhook_role.yaml: the webhooks' ClusterRole and Role, with their bindings,
+    for the names `kubectl apply -k config/default` installs (self-managed certificates)."""
+    subjects = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+    roles: list[tuple[str, dict[str, Any], list[Rule]]] = [
+        ("ClusterRole", {"name": name}, webhook_cluster_rules()),
+        ("Role", {"name": name, "namespace": namespace}, webhook_secret_rules()),
+    ]
+    out: list[dict[str, Any]] = []
+    for kind, metadata, rules in roles:
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": kind,
+                "metadata": metadata,
+                "rules": rules,
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": f"{kind}Binding",
+                "metadata": metadata,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+                "subjects": subjects,
+            }
+        )
+    return out

@@ -8,10 +8,16 @@ No kubelet or scheduler runs, so the charts' Deployments never get pods (expecte
 runs as a local process with the ServiceAccount's token instead. The session cluster already has
 the CRDs (applied by the fixture), so tests there install the chart with crds.enabled=false; the
 chart's own CRD install is tested on an empty control plane of its own.
+
+Nor can the API server reach the chart's webhook Service (no pods, no kube-proxy): an installed
+release's webhooks fail closed, so a Database is created in the release's own namespace (never
+selected by them), or the chart is installed with webhook.enabled=false where the test is about
+something else. The webhooks themselves are tested in test_webhooks.py, reached by URL.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -28,13 +34,16 @@ from kubernetes import client
 
 from database_operator import rbac
 from tests.cluster import Cluster, play_kubelet, wait_for
-from tests.controlplane import ROOT, install_crds, temporary_control_plane
+from tests.controlplane import ROOT, free_port, install_crds, temporary_control_plane
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
 from tests.integration.test_reconcile import phase_is, wait_for_status
 
 HELM = ROOT / "bin" / "helm"
 CHART = ROOT / "helm" / "database-operator"
 CHART_NAME = "database-operator"
+HOOK_KINDS = ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")
+#: What the API server says when no replica behind the webhook Service answers.
+WEBHOOK_DOWN = 'failed calling webhook "mutate.databases.example.com"'
 #: A denied or unauthenticated request, however Kopf, the client or the operator logs it.
 DENIED = re.compile(r"forbidden|unauthorized|\b40[13] ", re.IGNORECASE)
 
@@ -162,10 +171,11 @@ def service_account_kubeconfig(cluster: Cluster, namespace: str, account: str, p
 
 
 def start_as_deployed(
-    cluster: Cluster, namespace: str, release: str, kubeconfig: Path, log: Path
+    cluster: Cluster, namespace: str, release: str, kubeconfig: Path, log: Path, *extra: str
 ) -> OperatorProcess:
     """The operator with the installed Deployment's own arguments (ports off, quick resyncs and
-    DEBUG logs added after them: the last flag wins), authenticated as ``kubeconfig``'s user."""
+    DEBUG logs added after them, and ``extra``: the last flag wins), authenticated as
+    ``kubeconfig``'s user."""
     args = container(cluster, namespace, fullname(release)).args
     assert args[0] == "run"
     return start_operator(
@@ -176,6 +186,7 @@ def start_as_deployed(
         "--health-port=0",
         f"--resync-interval={RESYNC_S}",
         "--log-level=DEBUG",
+        *extra,
         kubeconfig=kubeconfig,
     )
 
@@ -202,6 +213,28 @@ def reconciles_to_active(cluster: Cluster, namespace: str, name: str) -> None:
     wait_for(read_replicas_gone, what="the read replicas' Deployment and Service to go")
 
 
+def database_yaml(name: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "databases.example.com/v1",
+            "kind": "Database",
+            "metadata": {"name": name},
+            "spec": {"engine": "redis"},
+        }
+    )
+
+
+def ca_bundles(cluster: Cluster, configuration: str) -> list[str | None]:
+    """The caBundles of the two webhook configurations and of the CRD's conversion webhook."""
+    objects = [
+        json.loads(cluster.kubectl("get", kind, configuration, "-o", "json")) for kind in HOOK_KINDS
+    ]
+    crd = json.loads(cluster.kubectl("get", "crd", "databases.databases.example.com", "-o", "json"))
+    clients = [obj["webhooks"][0]["clientConfig"] for obj in objects]
+    clients.append(crd["spec"]["conversion"]["webhook"]["clientConfig"])
+    return [client.get("caBundle") for client in clients]
+
+
 def denied_lines(operator: OperatorProcess) -> list[str]:
     return [line for line in operator.log_text().splitlines() if DENIED.search(line)]
 
@@ -223,6 +256,10 @@ def test_helm_install_upgrade_and_uninstall(
 
     cluster.core.read_namespaced_service_account(name, namespace)
     cluster.core.read_namespaced_service(f"{name}-metrics", namespace)
+    cluster.core.read_namespaced_service(f"{name}-webhook", namespace)
+    for kind in HOOK_KINDS:
+        hooks = json.loads(cluster.kubectl("get", kind, name, "-o", "json"))["webhooks"]
+        assert hooks[0]["clientConfig"]["service"]["name"] == f"{name}-webhook"
     assert rules_of(cluster, "clusterrole", name) == rbac.cluster_role_rules(peering=False)
     binding = json.loads(cluster.kubectl("get", "clusterrolebinding", name, "-o", "json"))
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
@@ -251,6 +288,8 @@ def test_helm_install_upgrade_and_uninstall(
     assert not_found(lambda: cluster.apps.read_namespaced_deployment(name, namespace))
     assert not_found(lambda: cluster.core.read_namespaced_service_account(name, namespace))
     assert "NotFound" in cluster.kubectl("get", "clusterrole", name, check=False)
+    for kind in HOOK_KINDS:  # nothing left to refuse other namespaces' Database writes
+        assert "NotFound" in cluster.kubectl("get", kind, name, check=False)
     # The session's CRDs were never the release's: untouched.
     cluster.kubectl("get", "crd", "databases.databases.example.com")
 
@@ -258,7 +297,16 @@ def test_helm_install_upgrade_and_uninstall(
 def test_chart_crds_apply_unchanged_over_the_installed_ones(cluster: Cluster, helm: Helm) -> None:
     """The chart's CRDs are the ones the cluster has (config/crd/bases): applied over them on the
     server, they change no spec (same generation) and conflict with no field manager."""
-    rendered = helm("template", CHART_NAME, str(CHART), "--show-only", "templates/crds.yaml")
+    rendered = helm(
+        "template",
+        CHART_NAME,
+        str(CHART),
+        # The namespace the cluster's CRDs (config/crd/bases) name in their conversion webhook.
+        "--namespace",
+        "database-operator-system",
+        "--show-only",
+        "templates/crds.yaml",
+    )
     applied = cluster.kubectl(
         "apply",
         "--server-side",
@@ -293,14 +341,22 @@ def test_chart_installs_the_crds_on_an_empty_cluster_and_keeps_them_on_uninstall
         "wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{crd}" for crd in crds]
     )
     cluster.kubectl("create", "namespace", "apps")
-    cluster.create_db("apps", "kept", {"engine": "redis"})
+    # No operator pod answers the webhooks: Database writes fail closed, fast and clearly,
+    # except in the operator's own namespace.
+    refused = cluster.kubectl(
+        "apply", "-n", "apps", "-f", "-", input=database_yaml("refused"), check=False
+    )
+    assert WEBHOOK_DOWN in refused, refused
+    cluster.create_db(namespace, "kept", {"engine": "redis"})
 
     uninstalled = helm("uninstall", release, "--namespace", namespace)
     assert "kept due to the resource policy" in uninstalled.stdout
     for crd in crds:
         cluster.kubectl("get", "crd", crd)
-    assert cluster.get_db("apps", "kept")["spec"]["engine"] == "redis"
+    assert cluster.get_db(namespace, "kept")["spec"]["engine"] == "redis"
     assert "NotFound" in cluster.kubectl("get", "clusterrole", CHART_NAME, check=False)
+    # The webhook configurations went with the release: writes are unchecked again.
+    cluster.create_db("apps", "after", {"engine": "redis"})
 
     # Installed again, the release adopts the CRDs it left behind.
     helm("install", release, str(CHART), "--namespace", namespace, "--set", "logLevel=DEBUG")
@@ -321,7 +377,10 @@ def test_chart_takes_over_crds_that_kubectl_installed(
         name: json.loads(cluster.kubectl("get", "crd", name, "-o", "json"))["metadata"]
         for name in names
     }
-    args = ["install", CHART_NAME, str(CHART), "--namespace", "ops", "--create-namespace"]
+    # The namespace config/crd's conversion webhook names (elsewhere, Helm's server-side apply
+    # reports the conflict over that field: the README's --force-conflicts).
+    args = ["install", CHART_NAME, str(CHART), "--namespace", "database-operator-system"]
+    args.append("--create-namespace")
     refused = helm(*args, check=False)
     assert refused.returncode != 0
     assert "exists and cannot be imported into the current release" in refused.stderr
@@ -339,9 +398,11 @@ def test_chart_takes_over_crds_that_kubectl_installed(
 def test_chart_service_account_runs_the_operator_across_all_namespaces(
     empty_cluster: Cluster, helm_home: Path, tmp_path: Path
 ) -> None:
-    """On an empty cluster, everything from `helm install` (CRDs, ClusterRole): the operator as
-    the ServiceAccount watches all namespaces, peers through a ClusterKopfPeering and reconciles
-    a Database end to end without a denied request."""
+    """On an empty cluster, everything from `helm install` (CRDs, ClusterRoles, webhooks): the
+    operator as the ServiceAccount watches all namespaces, peers through a ClusterKopfPeering,
+    keeps its webhook CA in the release's Secret and writes it into the caBundles of the
+    release's webhook configurations and the CRD, and reconciles a Database end to end, all
+    without a denied request."""
     cluster, helm = empty_cluster, Helm(empty_cluster.kubeconfig, helm_home)
     release, namespace = "ops", "database-operator-system"
     helm(
@@ -358,9 +419,22 @@ def test_chart_service_account_runs_the_operator_across_all_namespaces(
     kubeconfig = service_account_kubeconfig(cluster, namespace, account, tmp_path / "sa.kubeconfig")
     cluster.kubectl("create", "namespace", "apps")
 
-    operator = start_as_deployed(cluster, namespace, release, kubeconfig, tmp_path / "op.log")
+    operator = start_as_deployed(
+        cluster,
+        namespace,
+        release,
+        kubeconfig,
+        tmp_path / "op.log",
+        f"--webhook-port={free_port()}",
+    )
     try:
-        reconciles_to_active(cluster, "apps", "db")
+        wait_for(lambda: all(ca_bundles(cluster, account)), what="the three caBundles")
+        secret = cluster.core.read_namespaced_secret(f"{account}-webhook-cert", namespace)
+        ca = base64.b64decode(secret.data["ca.crt"])
+        assert {base64.b64decode(b or "") for b in ca_bundles(cluster, account)} == {ca}
+        # The API server cannot reach the webhook Service here: the Database lives in the
+        # release's namespace, which the webhooks never select.
+        reconciles_to_active(cluster, namespace, "db")
         cluster.custom.get_cluster_custom_object(
             "kopf.dev", "v1", "clusterkopfpeerings", "database-operator"
         )
@@ -368,6 +442,12 @@ def test_chart_service_account_runs_the_operator_across_all_namespaces(
         assert operator.stop() == 0, operator.log_text()[-3000:]
     assert denied_lines(operator) == []
     assert "--all-namespaces" in container(cluster, namespace, account).args
+    user = f"system:serviceaccount:{namespace}:{account}"
+    assert can_i(cluster, user, "update", f"validatingwebhookconfigurations/{account}") == "yes"
+    assert can_i(cluster, user, "update", "validatingwebhookconfigurations/other") == "no"
+    assert can_i(cluster, user, "patch", "crd/databases.databases.example.com") == "yes"
+    assert can_i(cluster, user, "patch", "crd/kopfpeerings.kopf.dev") == "no"
+    assert can_i(cluster, user, "list", "namespaces") == "no"
 
 
 def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR0917 - fixtures
@@ -388,7 +468,13 @@ def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR09
         str(CHART),
         "--namespace",
         namespace,
-        *sets("crds.enabled=false", f"watchNamespaces={{{ns_a}}}", "peering.enabled=true"),
+        # Webhooks off: the API server could not reach them (see the module's docstring).
+        *sets(
+            "crds.enabled=false",
+            f"watchNamespaces={{{ns_a}}}",
+            "peering.enabled=true",
+            "webhook.enabled=false",
+        ),
     )
     name = fullname(release)
     assert rules_of(cluster, "role", name, ns_a) == rbac.namespaced_rules(peering=True)
@@ -465,5 +551,10 @@ def test_kustomize_default_applies_on_the_server(cluster: Cluster) -> None:
         "clusterrole.rbac.authorization.k8s.io/database-operator",
         "clusterrolebinding.rbac.authorization.k8s.io/database-operator",
         "deployment.apps/database-operator",
+        "service/database-operator-webhook",
+        "role.rbac.authorization.k8s.io/database-operator-webhook",
+        "clusterrole.rbac.authorization.k8s.io/database-operator-webhook",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/database-operator",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/database-operator",
     ):
         assert obj in out, out

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from database_operator import rbac
+from database_operator.webhooks import configuration as webhooks
 from tests.controlplane import kubectl_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,10 @@ HELM = ROOT / "bin" / "helm"
 CRD_BASES = ROOT / "config" / "crd" / "bases"
 ENV_VALUES = ["values-dev.yaml", "values-staging.yaml", "values-prod.yaml"]
 RELEASE = "database-operator"
+#: The release's objects' names (the release name contains the chart's: no prefix).
+FULLNAME = RELEASE
+WEBHOOK = f"{FULLNAME}-webhook"
+CERT_MANAGER_API = "cert-manager.io/v1"
 SERVICE_MONITOR_API = "monitoring.coreos.com/v1/ServiceMonitor"
 STANDARD_LABELS = {
     "app.kubernetes.io/name",
@@ -86,9 +91,12 @@ def render(helm: Helm) -> Render:
     return run
 
 
-def only(objects: list[Manifest], kind: str) -> Manifest:
-    found = [obj for obj in objects if obj["kind"] == kind]
-    assert len(found) == 1, f"{len(found)} {kind}s rendered"
+def only(objects: list[Manifest], kind: str, name: str | None = None) -> Manifest:
+    """The one object of ``kind`` (named ``name``, when given)."""
+    found = [
+        obj for obj in objects if obj["kind"] == kind and name in (None, obj["metadata"]["name"])
+    ]
+    assert len(found) == 1, f"{len(found)} {kind}s {name or ''} rendered"
     return found[0]
 
 
@@ -126,8 +134,12 @@ def test_chart_lints_strictly(helm: Helm, values: str | None) -> None:
 def test_chart_renders_every_values_file(render: Render, values: str | None) -> None:
     extra = ["--values", str(CHART / values)] if values else []
     objects = render(*extra, "--api-versions", SERVICE_MONITOR_API)
-    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"):
-        only(objects, kind)
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"):
+        only(objects, kind, FULLNAME)
+    only(objects, "Service", f"{FULLNAME}-metrics")
+    only(objects, "Service", WEBHOOK)
+    only(objects, "ValidatingWebhookConfiguration", FULLNAME)
+    only(objects, "MutatingWebhookConfiguration", FULLNAME)
     for obj in objects:
         assert set(obj["metadata"]["labels"]) >= STANDARD_LABELS, obj["metadata"]["name"]
 
@@ -155,9 +167,9 @@ def test_dev_values_run_one_replica_with_debug_logs(render: Render) -> None:
 
 def test_watching_all_namespaces_binds_a_cluster_role_with_rbac_py_rules(render: Render) -> None:
     objects = render()
-    role = only(objects, "ClusterRole")
+    role = only(objects, "ClusterRole", FULLNAME)
     assert role["rules"] == rbac.cluster_role_rules(peering=False)
-    binding = only(objects, "ClusterRoleBinding")
+    binding = only(objects, "ClusterRoleBinding", FULLNAME)
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
@@ -167,17 +179,24 @@ def test_watching_all_namespaces_binds_a_cluster_role_with_rbac_py_rules(render:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "ops"}
     ]
-    assert "Role" not in kinds(objects)
-    assert "RoleBinding" not in kinds(objects)
+    # The only Role: the webhooks' Secret, in the operator's namespace.
+    role = only(objects, "Role")
+    assert (role["metadata"]["name"], role["metadata"]["namespace"]) == (WEBHOOK, "ops")
 
 
 def test_watching_named_namespaces_binds_a_role_in_each_and_nothing_cluster_wide(
     render: Render,
 ) -> None:
     objects = render("--set", "watchNamespaces={a,b}")
-    roles = {obj["metadata"]["namespace"]: obj for obj in objects if obj["kind"] == "Role"}
+    roles = {
+        obj["metadata"]["namespace"]: obj
+        for obj in objects
+        if obj["kind"] == "Role" and obj["metadata"]["name"] == FULLNAME
+    }
     bindings = {
-        obj["metadata"]["namespace"]: obj for obj in objects if obj["kind"] == "RoleBinding"
+        obj["metadata"]["namespace"]: obj
+        for obj in objects
+        if obj["kind"] == "RoleBinding" and obj["metadata"]["name"] == FULLNAME
     }
     assert set(roles) == set(bindings) == {"a", "b"}
     account = only(objects, "ServiceAccount")["metadata"]["name"]
@@ -187,8 +206,12 @@ def test_watching_named_namespaces_binds_a_role_in_each_and_nothing_cluster_wide
         assert bindings[namespace]["subjects"] == [
             {"kind": "ServiceAccount", "name": account, "namespace": "ops"}
         ]
-    assert "ClusterRole" not in kinds(objects)
-    assert "ClusterRoleBinding" not in kinds(objects)
+    # Cluster-wide, only the webhooks' small ClusterRole: get these namespaces (quota
+    # annotations), the release's webhook configurations and the CRD by name.
+    cluster_role = only(objects, "ClusterRole")
+    assert cluster_role["metadata"]["name"] == WEBHOOK
+    assert cluster_role["rules"] == rbac.webhook_cluster_rules(FULLNAME, ["a", "b"])
+    assert only(objects, "ClusterRoleBinding")["roleRef"]["name"] == WEBHOOK
     args = container(objects)["args"]
     assert [arg for arg in args if arg.startswith(("--namespace", "--all-namespaces"))] == [
         "--namespace=a",
@@ -211,7 +234,8 @@ def test_rbac_and_service_account_are_created_separately(render: Render) -> None
 
     byo = render("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=mine")
     assert "ServiceAccount" not in kinds(byo)
-    assert only(byo, "ClusterRoleBinding")["subjects"][0]["name"] == "mine"
+    for binding in (only(byo, "ClusterRoleBinding", FULLNAME), only(byo, "RoleBinding", WEBHOOK)):
+        assert binding["subjects"][0]["name"] == "mine"
     pod = only(byo, "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "mine"
 
@@ -227,6 +251,11 @@ def test_crds_are_the_committed_ones_and_survive_uninstall(render: Render) -> No
     }
     committed = crd_bases()
     assert set(rendered) == set(committed)
+    # The one difference: the conversion webhook is the release's Service, in its namespace.
+    conversion = rendered["databases.databases.example.com"]["spec"]["conversion"]
+    service = conversion["webhook"]["clientConfig"]["service"]
+    assert (service["namespace"], service["name"]) == ("ops", WEBHOOK)
+    service["namespace"] = webhooks.DEFAULT_NAMESPACE
     for name, crd in rendered.items():
         assert crd["spec"] == committed[name]["spec"], name
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
@@ -256,6 +285,10 @@ def test_crds_enabled_false_renders_none(render: Render) -> None:
         ("retryMaxDelay=0", "/retryMaxDelay"),
         ("peering.enabled=maybe", "/peering/enabled"),
         ("podDisruptionBudget.minAvailable=most", "/podDisruptionBudget/minAvailable"),
+        ("webhook.port=0", "/webhook/port"),
+        ("webhook.enabled=maybe", "/webhook/enabled"),
+        ("webhook.imageRegistries={a b}", "/webhook/imageRegistries/0"),
+        ("webhook.certManager.issuerRef.kind=Issuer", "/webhook/certManager/issuerRef"),
         ("logLevl=DEBUG", "logLevl"),
     ],
 )
@@ -347,14 +380,19 @@ def test_deployment_runs_the_operator_with_the_values_as_flags(render: Render) -
         "--no-peering",
         "--peering-name=ha",
         "--peering-lifetime=60",
+        "--webhook-port=9443",
+        f"--webhook-configuration={FULLNAME}",
+        f"--webhook-service=ops/{WEBHOOK}",
+        f"--webhook-secret={WEBHOOK}-cert",
     ]
     assert {port["name"]: port["containerPort"] for port in main["ports"]} == {
         "metrics": 9090,
         "health": 9091,
+        "webhook": 9443,
     }
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
-    service = only(objects, "Service")
+    service = only(objects, "Service", f"{FULLNAME}-metrics")
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
 
 
@@ -413,7 +451,7 @@ def test_service_monitor_and_budget_are_opt_in(render: Render) -> None:
         SERVICE_MONITOR_API,
     )
     monitor = only(objects, "ServiceMonitor")
-    service = only(objects, "Service")
+    service = only(objects, "Service", f"{FULLNAME}-metrics")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (
         service["metadata"]["labels"].items()
     )
@@ -473,11 +511,15 @@ def kustomize(base: str) -> list[Manifest]:
 def test_kustomize_has_the_same_rbac_as_the_chart(
     kustomized: list[Manifest], render: Render
 ) -> None:
-    chart = render()
-    assert only(kustomized, "ClusterRole")["rules"] == only(chart, "ClusterRole")["rules"]
-    binding = only(kustomized, "ClusterRoleBinding")
+    chart = render("--namespace", webhooks.DEFAULT_NAMESPACE)
+    for kind in ("ClusterRole", "Role"):
+        for name in (FULLNAME, WEBHOOK):
+            if kind == "Role" and name == FULLNAME:
+                continue  # watching all namespaces: no Role of the reconciles
+            assert only(kustomized, kind, name)["rules"] == only(chart, kind, name)["rules"]
+    binding = only(kustomized, "ClusterRoleBinding", FULLNAME)
     account = only(kustomized, "ServiceAccount")["metadata"]
-    assert binding["roleRef"]["name"] == only(kustomized, "ClusterRole")["metadata"]["name"]
+    assert binding["roleRef"]["name"] == FULLNAME
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
     ]
@@ -490,7 +532,7 @@ def test_kustomize_has_the_same_rbac_as_the_chart(
 def test_kustomize_runs_the_same_container_as_the_chart_defaults(
     kustomized: list[Manifest], render: Render
 ) -> None:
-    chart = render()
+    chart = render("--namespace", webhooks.DEFAULT_NAMESPACE)
     assert container(kustomized) == container(chart)
     ours, theirs = (only(objs, "Deployment")["spec"] for objs in (kustomized, chart))
     assert ours["replicas"] == theirs["replicas"]
@@ -508,6 +550,7 @@ def test_kustomize_leaves_monitoring_out_by_default(kustomized: list[Manifest]) 
     assert "ServiceMonitor" not in kinds(kustomized)
     monitoring = kustomize("prometheus")
     monitor, service = only(monitoring, "ServiceMonitor"), only(monitoring, "Service")
+    assert service["metadata"]["name"] == f"{FULLNAME}-metrics"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (
         service["metadata"]["labels"].items()
     )
@@ -516,11 +559,11 @@ def test_kustomize_leaves_monitoring_out_by_default(kustomized: list[Manifest]) 
 
 
 def test_peering_rules_are_granted_only_with_peering(render: Render) -> None:
-    assert only(render("--set", "replicas=2"), "ClusterRole")["rules"] == rbac.cluster_role_rules(
-        peering=True
-    )
+    assert only(render("--set", "replicas=2"), "ClusterRole", FULLNAME)[
+        "rules"
+    ] == rbac.cluster_role_rules(peering=True)
     peered = render("--set", "peering.enabled=true", "--set", "watchNamespaces={a}")
-    assert only(peered, "Role")["rules"] == rbac.namespaced_rules(peering=True)
+    assert only(peered, "Role", FULLNAME)["rules"] == rbac.namespaced_rules(peering=True)
     for objects in (render(), render("--set", "watchNamespaces={a}")):
         rules = [
             r for obj in objects if obj["kind"] in ("Role", "ClusterRole") for r in obj["rules"]
@@ -549,3 +592,189 @@ def test_shards_run_one_deployment_each_with_its_own_selector_and_peering(
     single = only(render(), "Deployment")
     assert "databases.example.com/operator-shard" not in single["spec"]["selector"]["matchLabels"]
     assert not any(arg.startswith("--shard") for arg in container(render())["args"])
+
+
+# --- webhooks -----------------------------------------------------------------------------------
+
+
+def hook_configurations(objects: list[Manifest]) -> list[Manifest]:
+    """The rendered webhook configurations, as configuration.py builds them (labels aside)."""
+    found = [
+        obj
+        for obj in objects
+        if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    ]
+    for obj in found:
+        assert set(obj["metadata"].pop("labels")) >= STANDARD_LABELS
+        obj["metadata"]["labels"] = {}
+    return found
+
+
+@pytest.mark.parametrize("watched", [[], ["b", "a"]])
+def test_webhook_configurations_are_the_operators_own_with_the_release_names(
+    render: Render, watched: list[str]
+) -> None:
+    """The same objects the operator's code describes (files/webhooks.yaml is generated from
+    it), pointed at the release's Service, never selecting kube-system nor the release's
+    namespace, and only the watched namespaces when named."""
+    objects = render(*(sets(f"watchNamespaces={{{','.join(watched)}}}") if watched else []))
+    expected = webhooks.configurations(
+        FULLNAME,
+        lambda path: webhooks.service_client("ops", WEBHOOK, path),
+        webhooks.namespace_selector(watched, "ops"),
+    )
+    assert hook_configurations(objects) == expected
+    service = only(objects, "Service", WEBHOOK)
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "webhook", "protocol": "TCP"}
+    ]
+    pods = only(objects, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == pods
+    # Self-managed certificates: the operator writes the caBundles; the chart never does.
+    assert "caBundle" not in json.dumps(objects)
+
+
+def test_the_generated_webhook_file_is_the_kustomize_one() -> None:
+    assert (CHART / "files" / "webhooks.yaml").read_text() == (
+        ROOT / "config" / "webhook" / "manifests.yaml"
+    ).read_text()
+
+
+def test_webhooks_off_render_none_and_stop_serving_v1beta1(render: Render) -> None:
+    objects = render("--set", "webhook.enabled=false")
+    assert not {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} & set(
+        kinds(objects)
+    )
+    assert [obj["metadata"]["name"] for obj in objects if obj["kind"] == "Service"] == [
+        f"{FULLNAME}-metrics"
+    ]
+    assert not [obj for obj in objects if obj["metadata"]["name"] == WEBHOOK]
+    main = container(objects)
+    assert not [arg for arg in main["args"] if arg.startswith("--webhook")]
+    assert "webhook" not in {port["name"] for port in main["ports"]}
+    crd = only(objects, "CustomResourceDefinition", "databases.databases.example.com")
+    assert crd["spec"]["conversion"] == {"strategy": "None"}
+    assert {v["name"]: v["served"] for v in crd["spec"]["versions"]} == {
+        "v1": True,
+        "v1beta1": False,
+    }
+
+
+def test_webhook_port_must_not_clash_with_the_other_ports(helm: Helm) -> None:
+    done = helm("template", RELEASE, str(CHART), "--set", "webhook.port=8081")
+    assert done.returncode != 0
+    assert "webhook.port must differ from metrics.port and health.port" in done.stderr
+
+
+def test_image_registries_reach_the_operator_as_one_flag(render: Render) -> None:
+    args = container(
+        render("--set", "webhook.imageRegistries={registry.example.com/,docker.io/library/}")
+    )["args"]
+    assert "--image-registries=registry.example.com/,docker.io/library/" in args
+    assert not [arg for arg in container(render())["args"] if arg.startswith("--image-")]
+
+
+def test_cert_manager_issues_the_certificate_and_injects_the_ca(render: Render) -> None:
+    objects = render(
+        "--set", "webhook.certManager.enabled=true", "--api-versions", CERT_MANAGER_API
+    )
+    inject = {"cert-manager.io/inject-ca-from": f"ops/{WEBHOOK}"}
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert only(objects, kind)["metadata"]["annotations"] == inject
+    crd = only(objects, "CustomResourceDefinition", "databases.databases.example.com")
+    assert crd["metadata"]["annotations"].items() >= inject.items()
+    certificate = only(objects, "Certificate", WEBHOOK)["spec"]
+    assert certificate["secretName"] == f"{WEBHOOK}-cert"
+    assert certificate["dnsNames"] == [f"{WEBHOOK}.ops.svc", f"{WEBHOOK}.ops.svc.cluster.local"]
+    issuer = only(objects, "Issuer")
+    assert issuer["spec"] == {"selfSigned": {}}
+    assert certificate["issuerRef"] == {"kind": "Issuer", "name": issuer["metadata"]["name"]}
+    # The operator serves the mounted Secret and needs no RBAC for certificates.
+    main = container(objects)
+    webhook_args = [arg for arg in main["args"] if arg.startswith("--webhook")]
+    assert webhook_args == [
+        "--webhook-port=9443",
+        f"--webhook-configuration={FULLNAME}",
+        "--webhook-cert-dir=/etc/database-operator/webhook",
+    ]
+    mount = next(m for m in main["volumeMounts"] if m["name"] == "webhook-cert")
+    assert mount == {
+        "name": "webhook-cert",
+        "mountPath": "/etc/database-operator/webhook",
+        "readOnly": True,
+    }
+    volumes = only(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-cert", "secret": {"secretName": f"{WEBHOOK}-cert"}} in volumes
+    assert only(objects, "ClusterRole", WEBHOOK)["rules"] == rbac.webhook_cluster_rules(
+        self_managed=False
+    )
+    assert not [obj for obj in objects if obj["kind"] == "Role"]
+
+    theirs = render(
+        *sets(
+            "webhook.certManager.enabled=true",
+            "webhook.certManager.issuerRef.kind=ClusterIssuer",
+            "webhook.certManager.issuerRef.name=corporate-ca",
+        ),
+        "--api-versions",
+        CERT_MANAGER_API,
+    )
+    assert "Issuer" not in kinds(theirs)
+    assert only(theirs, "Certificate")["spec"]["issuerRef"] == {
+        "kind": "ClusterIssuer",
+        "name": "corporate-ca",
+    }
+
+
+def test_cert_manager_without_its_api_fails_with_what_to_do(helm: Helm) -> None:
+    done = helm("template", RELEASE, str(CHART), "--set", "webhook.certManager.enabled=true")
+    assert done.returncode != 0
+    assert "webhook.certManager.enabled needs cert-manager" in done.stderr
+
+
+def test_kustomize_installs_the_same_webhooks_as_the_chart(
+    kustomized: list[Manifest], render: Render
+) -> None:
+    chart = render("--namespace", webhooks.DEFAULT_NAMESPACE)
+    assert hook_configurations(chart) == [
+        {**obj, "metadata": {**obj["metadata"], "labels": {}}}
+        for obj in kustomized
+        if obj["kind"].endswith("WebhookConfiguration")
+    ]
+    ours, theirs = only(kustomized, "Service", WEBHOOK), only(chart, "Service", WEBHOOK)
+    assert ours["spec"]["ports"] == theirs["spec"]["ports"]
+    assert ours["spec"]["selector"].items() <= theirs["spec"]["selector"].items()
+    assert (
+        ours["spec"]["selector"]
+        == only(kustomized, "Deployment")["spec"]["selector"]["matchLabels"]
+    )
+
+
+def test_kustomize_cert_manager_overlay_matches_the_chart(render: Render) -> None:
+    overlay = kustomize("certmanager")
+    chart = render(
+        "--namespace",
+        webhooks.DEFAULT_NAMESPACE,
+        "--set",
+        "webhook.certManager.enabled=true",
+        "--api-versions",
+        CERT_MANAGER_API,
+    )
+    assert container(overlay) == container(chart)
+    for kind in ("Certificate", "Issuer"):
+        assert only(overlay, kind)["spec"] == only(chart, kind)["spec"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert (
+            only(overlay, kind)["metadata"]["annotations"]
+            == (only(chart, kind)["metadata"]["annotations"])
+        )
+    crd = "databases.databases.example.com"
+    annotation = "cert-manager.io/inject-ca-from"
+    assert (
+        only(overlay, "CustomResourceDefinition", crd)["metadata"]["annotations"][annotation]
+        == only(chart, "CustomResourceDefinition", crd)["metadata"]["annotations"][annotation]
+    )
+    assert only(overlay, "ClusterRole", WEBHOOK)["rules"] == rbac.webhook_cluster_rules(
+        self_managed=False
+    )
+    assert not [obj for obj in overlay if obj["kind"] in ("Role", "RoleBinding")]

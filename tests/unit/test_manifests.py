@@ -30,3 +30,29 @@ def test_no_rule_grants_wildcards_or_secret_listing() -> None:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
         if "secrets" in rule["resources"]:
             assert not {"list", "watch"} & set(rule["verbs"])
+
+
+def test_webhook_rules_are_narrowed_by_name_where_kubernetes_allows() -> None:
+    """Every webhook rule but `create` (whose object has no name yet) and the namespaces'
+    `get` when watching all of them names its objects; none lists, watches or deletes."""
+    named = rbac.webhook_cluster_rules("cfg", ["a"]) + rbac.webhook_secret_rules("s")
+    for rule in named:
+        assert not {"list", "watch", "delete", "*"} & set(rule["verbs"]), rule
+        assert rule.get("resourceNames") or rule["verbs"] == ["create"], rule
+    assert rbac.webhook_cluster_rules("cfg", [])[0] == rbac.WEBHOOK_NAMESPACES_RULE
+    assert rbac.webhook_cluster_rules(self_managed=False) == [rbac.WEBHOOK_NAMESPACES_RULE]
+
+
+def test_kustomize_webhook_roles_bind_the_operator_account() -> None:
+    documents = list(
+        yaml.safe_load_all((ROOT / "config" / "rbac" / "webhook_role.yaml").read_text())
+    )
+    account = yaml.safe_load((ROOT / "config" / "rbac" / "service_account.yaml").read_text())
+    for binding in (doc for doc in documents if doc["kind"].endswith("Binding")):
+        assert binding["subjects"] == [
+            {
+                "kind": "ServiceAccount",
+                "name": account["metadata"]["name"],
+                "namespace": "database-operator-system",
+            }
+        ]

@@ -77,3 +77,17 @@ all reconcile the same Databases.
 {{- define "database-operator.peering" -}}
 {{- if or .Values.peering.enabled (gt (int .Values.replicas) 1) }}true{{ end }}
 {{- end }}
+
+{{/*
+Where cert-manager's webhook certificate is mounted in the operator's container.
+*/}}
+{{- define "database-operator.webhookCertDir" -}}
+/etc/database-operator/webhook
+{{- end }}
+
+{{/*
+"<namespace>/<certificate>" for cert-manager's CA injector (cert-manager.io/inject-ca-from).
+*/}}
+{{- define "database-operator.injectCaFrom" -}}
+{{- printf "%s/%s-webhook" .Release.Namespace (include "database-operator.fullname" .) }}
+{{- end }}
