@@ -47,6 +47,10 @@ envtest-full: ## envtest FULL=1: what the e2e tests and the demo need.
 prometheus: ## Make sure prometheus and promtool exist (Debian's package) for the metrics tests.
 	hack/install-prometheus.sh
 
+.PHONY: jaeger
+jaeger: ## Build Jaeger v2 (all-in-one, from the Go module proxy; cached in ~/.cache) into bin/ for the tracing tests.
+	@hack/jaeger.sh >/dev/null
+
 .PHONY: engines
 engines: ## Make sure PostgreSQL and Redis exist (Debian's packages) for the replication recipe tests.
 	hack/install-engines.sh
@@ -91,7 +95,7 @@ unit: install ## Unit tests (no server).
 	$(VENV)/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 .PHONY: integration
-integration: install tools envtest prometheus engines ## Integration tests against a real etcd + kube-apiserver.
+integration: install tools envtest prometheus engines jaeger ## Integration tests against a real etcd + kube-apiserver.
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: e2e
@@ -99,7 +103,7 @@ e2e: install tools envtest-full ## End-to-end tests on the full local cluster.
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint typecheck install tools envtest-full prometheus engines ## Everything: lint, typecheck, unit and integration tests.
+test: lint typecheck install tools envtest-full prometheus engines jaeger ## Everything: lint, typecheck, unit and integration tests.
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 FAULTS_SCALE ?= 10
@@ -113,10 +117,11 @@ chaos: install tools envtest ## The fault suite and the property test at full le
 
 N ?= 100,1000
 SHARDS_N ?= 2000
+TRACING_N ?= 1000
 
 .PHONY: bench
-bench: install tools envtest ## The operator against a floor client on a local control plane (N=100,1000; SHARDS_N=2000 for sharding, 0: skip); prints the table, writes .local/bench/<commit>.json.
-	$(PY) hack/bench.py --n $(N) --shards-n $(SHARDS_N)
+bench: install tools envtest jaeger ## The operator against a floor client on a local control plane (N=100,1000; SHARDS_N=2000 for sharding, TRACING_N=1000 for tracing's cost; 0: skip); prints the tables, writes .local/bench/<commit>.json.
+	$(PY) hack/bench.py --n $(N) --shards-n $(SHARDS_N) --tracing-n $(TRACING_N)
 
 .PHONY: helm-lint
 helm-lint: tools ## helm lint --strict the chart, with its defaults and each values-<env>.yaml.

@@ -13,8 +13,10 @@ operator) so both see the same machine:
 
 Request counts come from kube-apiserver's own `apiserver_request_total`, less the bench's own
 creates; CPU and peak RSS from /proc of the measured process. `--shards-n` (2,000 by default;
-0: skip) compares one process with two shard processes. Figures are printed as a table and
-written as JSON (`--out`, default .local/bench/<commit>.json) for comparison between commits.
+0: skip) compares one process with two shard processes. `--tracing-n` (1,000 by default; 0:
+skip) compares tracing off, on (every reconcile sampled, exported to a real Jaeger) and on with
+no collector at all. Figures are printed as a table and written as JSON (`--out`, default
+.local/bench/<commit>.json) for comparison between commits.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config  # noqa: E402
 from tests.controlplane import ControlPlane, _die_with_parent, install_crds  # noqa: E402
+from tests.jaeger import Jaeger  # noqa: E402
 
 GROUP, VERSION, PLURAL = "databases.example.com", "v1", "databases"
 NAMESPACES = [f"bench-{i}" for i in range(10)]
@@ -311,6 +314,7 @@ class Operator:
     log: Path
     resync: float
     shard: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] = field(init=False)
     metrics_port: int = field(default_factory=free_port)
     started: float = 0.0
@@ -330,13 +334,15 @@ class Operator:
         ]
         if self.shard:
             argv.append(f"--shard={self.shard}")
+        if self.env:
+            argv.append("--tracing")
         self.started = time.monotonic()
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 argv,
                 stderr=log,
                 stdout=log,
-                env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+                env={**os.environ, **self.env, "KUBECONFIG": str(self.kubeconfig)},
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - it only calls prctl
             )
         deadline = time.monotonic() + 60
@@ -655,6 +661,42 @@ def run_sharded(n: int, shards: int, logs: Path) -> dict[str, Any]:
     return figures
 
 
+def run_traced(n: int, logs: Path, tracing: str) -> dict[str, Any]:
+    """N Databases created with tracing off, on (to a real Jaeger) or on with no collector."""
+    jaeger = Jaeger(logs / "jaeger").start() if tracing == "jaeger" else None
+    env = {}
+    if tracing != "off":
+        endpoint = jaeger.otlp_http if jaeger else f"http://127.0.0.1:{free_port()}"
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_SAMPLER": "always_on"}
+    try:
+        with control_plane() as (plane, api):
+            watcher = Watcher(api)
+            operator = Operator(
+                plane.kubeconfig, logs / f"tracing-{tracing}-{n}.log", resync=60.0, env=env
+            ).start()
+            cpu0 = operator.cpu()
+            started = create_databases(api, n)
+            finished = watcher.wait_reconciled(n, 900)
+            figures = {
+                "tracing": tracing,
+                "seconds": finished - started,
+                "cpu_s": operator.cpu() - cpu0,
+                "peak_rss_mib": operator.rss(),
+                "spans_dropped": operator.metric("database_operator_trace_spans_dropped_total"),
+            }
+            operator.stop()  # exports what is queued
+            watcher.close()
+        if jaeger:
+            traces = jaeger.traces("database-operator", "reconcile Database", limit=100_000)
+            figures["traces_in_jaeger"] = len(traces)
+            spans = sum(len(trace["spans"]) for trace in traces)
+            figures["spans_per_trace"] = spans / max(1, len(traces))
+    finally:
+        if jaeger:
+            jaeger.stop()
+    return figures
+
+
 # --- the report -------------------------------------------------------------------------------
 
 
@@ -739,6 +781,48 @@ def shard_table(n: int, one: dict[str, Any], many: dict[str, Any]) -> str:
     )
 
 
+def off_span_ns(calls: int = 1_000_000) -> float:
+    """What one span costs with tracing off (the code path every API call takes), in ns."""
+    from database_operator import tracing
+
+    assert not tracing.enabled()
+    attributes = {"http.request.method": "GET", "url.path": "/api/v1/namespaces/a/secrets/b"}
+    started = time.perf_counter()
+    for _ in range(calls):
+        with tracing.span("GET secrets", attributes, record_errors=False) as span:
+            span.set_attribute("http.response.status_code", 200)
+    return (time.perf_counter() - started) / calls * 1e9
+
+
+def tracing_table(n: int, runs: list[dict[str, Any]], off_ns: float) -> str:
+    off = runs[0]
+    spans = next((r["spans_per_trace"] for r in runs if "spans_per_trace" in r), 0.0)
+    per_reconcile_us = off_ns * spans / 1000
+    share = per_reconcile_us / 1e6 / (off["cpu_s"] / n)
+    names = {"off": "off", "jaeger": "on, to Jaeger", "absent": "on, no collector"}
+    lines = [
+        f"| N = {n:,}, tracing | " + " | ".join(names[r["tracing"]] for r in runs) + " |",
+        "| --- |" + " --- |" * len(runs),
+        "| time to every Database reconciled | "
+        + " | ".join(
+            f"{r['seconds']:.1f} s ({r['seconds'] / off['seconds'] - 1:+.0%})" for r in runs
+        )
+        + " |",
+        "| operator CPU | "
+        + " | ".join(f"{r['cpu_s']:.1f} s ({r['cpu_s'] / off['cpu_s'] - 1:+.0%})" for r in runs)
+        + " |",
+        "| peak RSS | " + " | ".join(f"{r['peak_rss_mib']:.0f} MiB" for r in runs) + " |",
+        "| spans dropped (counted) | "
+        + " | ".join(f"{r['spans_dropped']:.0f}" for r in runs)
+        + " |",
+        f"| tracing off: {off_ns:.0f} ns per span x {spans:.1f} spans per reconcile | "
+        f"{per_reconcile_us:.1f} µs per reconcile, {share:.3%} of its CPU |"
+        + " |"
+        * (len(runs) - 1),
+    ]
+    return "\n".join(lines)
+
+
 def commit() -> str:
     with contextlib.suppress(Exception):
         return subprocess.run(
@@ -761,6 +845,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--shards-n", type=int, default=2000, help="Databases for the sharding comparison (0: skip)"
     )
+    parser.add_argument(
+        "--tracing-n", type=int, default=1000, help="Databases for the tracing cost (0: skip)"
+    )
     parser.add_argument("--operator-only", action="store_true", help="skip the floor")
     parser.add_argument("--out", type=Path, help="JSON output (default .local/bench/<commit>.json)")
     options = parser.parse_args(args)
@@ -772,6 +859,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "runs": {},
         "sharding": None,
+        "tracing": None,
     }
     tables = []
     for n in [int(x) for x in options.n.split(",") if x.strip()]:
@@ -791,6 +879,13 @@ def main(argv: list[str] | None = None) -> int:
         many = run_sharded(options.shards_n, 2, logs)
         report["sharding"] = {"n": options.shards_n, "one": one, "shards": many}
         tables.append(shard_table(options.shards_n, one, many))
+        print(tables[-1], flush=True)
+    if options.tracing_n:
+        print(f"N = {options.tracing_n}: tracing off, on (Jaeger), on (no collector) ...")
+        runs = [run_traced(options.tracing_n, logs, mode) for mode in ("off", "jaeger", "absent")]
+        off_ns = off_span_ns()
+        report["tracing"] = {"n": options.tracing_n, "runs": runs, "off_span_ns": off_ns}
+        tables.append(tracing_table(options.tracing_n, runs, off_ns))
         print(tables[-1], flush=True)
     out = options.out or logs / f"{report['commit']}.json"
     out.write_text(json.dumps(report, indent=1) + "\n")

@@ -4,7 +4,8 @@ Starts a full local cluster (etcd, kube-apiserver, kube-controller-manager, kube
 kwok playing one node, so pods really get scheduled and become Ready without containers), runs
 the operator from the working tree, applies config/samples, and shows the Databases and their
 children live until every sample is Active. Everything keeps running afterwards so you can poke
-it; `make cluster-down` stops it all. Prints how long each stage took.
+it; `make cluster-down` stops it all. Prints how long each stage took. With JAEGER=1 it starts
+Jaeger too and the operator sends it a trace of every reconcile.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tests.controlplane import (  # noqa: E402 - after the path set-up above
     kube_version,
     run_kubectl,
 )
+from tests.jaeger import Jaeger  # noqa: E402
 
 WORKDIR = ROOT / ".local"
 SAMPLES = [ROOT / "config" / "samples" / f"{name}.yaml" for name in ("postgres", "mysql", "redis")]
@@ -61,9 +63,11 @@ def port(preferred: int) -> int:
 
 
 def start_operator(
-    plane: ControlPlane, metrics_port: int, health_port: int, webhook_port: int
+    plane: ControlPlane, metrics_port: int, health_port: int, webhook_port: int, traces: str
 ) -> int:
+    """The operator, sending traces to the OTLP endpoint ``traces`` (empty: no tracing)."""
     log = (WORKDIR / "logs" / "operator.log").open("ab")
+    tracing = {"OTEL_EXPORTER_OTLP_ENDPOINT": traces, "OTEL_TRACES_SAMPLER": "always_on"}
     proc = subprocess.Popen(
         [
             str(ROOT / ".venv" / "bin" / "database-operator"),
@@ -76,8 +80,9 @@ def start_operator(
             # and registers them (and the CRD's conversion) by URL.
             f"--webhook-port={webhook_port}",
             f"--webhook-url=https://127.0.0.1:{webhook_port}",
+            *(["--tracing"] if traces else []),
         ],
-        env={**os.environ, "KUBECONFIG": str(plane.kubeconfig)},
+        env={**os.environ, **(tracing if traces else {}), "KUBECONFIG": str(plane.kubeconfig)},
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -177,8 +182,16 @@ def main() -> int:
         install_crds(plane.kubeconfig)
         plane.wait_for_node_ready()
     metrics_port, health_port, webhook_port = port(8080), port(8081), port(9443)
+    jaeger = None
+    if os.environ.get("JAEGER") == "1":
+        with stage("Jaeger (traces): OTLP receiver, in-memory storage, query API"):
+            jaeger = Jaeger(WORKDIR / "jaeger", detached=True).start()
+            assert jaeger.proc is not None
+            state = json.loads(plane.state_file.read_text())
+            plane.state_file.write_text(json.dumps({**state, "jaeger": jaeger.proc.pid}))
     with stage("operator (from the working tree), its webhooks on 127.0.0.1"):
-        start_operator(plane, metrics_port, health_port, webhook_port)
+        traces = jaeger.otlp_http if jaeger else ""
+        start_operator(plane, metrics_port, health_port, webhook_port, traces)
         wait_ready(health_port)
     with stage("samples: " + ", ".join(p.name for p in SAMPLES)):
         for sample in SAMPLES:
@@ -221,10 +234,22 @@ Every sample is Active. The cluster and the operator keep running; poke them:
   kubectl delete db sessions                      # refused until deletionProtection is false
   curl -s localhost:{metrics_port}/metrics | grep ^database_operator_   # the operator's metrics
   tail -f .local/logs/operator.log                # its JSON logs
-
+{traces_hint(jaeger)}
 Stop everything: make cluster-down"""
     )
     return 0
+
+
+def traces_hint(jaeger: Jaeger | None) -> str:
+    if jaeger is None:
+        return "  (make demo JAEGER=1 adds Jaeger and a trace of every reconcile)\n"
+    api = f"{jaeger.query}/api/traces?service=database-operator&limit=5"
+    return f"""  curl -s '{api}' | python3 -m json.tool | less   # the last reconciles' traces
+  grep -o '"trace_id": "[0-9a-f]*"' .local/logs/operator.log | tail -1   # a log line's trace
+  curl -s {jaeger.query}/api/traces/<trace_id>    # ... and its trace
+  (Jaeger's query API and UI: {jaeger.query}; a Jaeger built from its Go module has no UI
+  assets, so the UI page is a placeholder: read the API, or point Grafana at it)
+"""
 
 
 if __name__ == "__main__":

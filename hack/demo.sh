@@ -11,4 +11,8 @@ echo "==> binaries: etcd, kube-apiserver, kube-controller-manager, kube-schedule
 echo "    (first run on a machine builds them from the Go module proxy: about 10 minutes on 2 cores)"
 FULL=1 hack/envtest.sh >/dev/null
 echo "    done in $((SECONDS - built))s"
+if [[ "${JAEGER:-}" == 1 ]]; then
+  echo "==> Jaeger v2 for the traces (first run on a machine builds it: about 6 minutes)"
+  hack/jaeger.sh >/dev/null
+fi
 exec .venv/bin/python hack/demo.py

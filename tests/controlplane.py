@@ -563,7 +563,7 @@ def cluster_down(workdir: Path) -> int:
         print(f"no control plane runs from {workdir}")
         return 0
     pids: dict[str, int] = json.loads(state.read_text())
-    for name in ("operator", *reversed(FULL_CLUSTER), "kube-apiserver", "etcd"):
+    for name in ("operator", "jaeger", *reversed(FULL_CLUSTER), "kube-apiserver", "etcd"):
         if name in pids:
             _terminate(pids[name])
     state.unlink()

@@ -99,6 +99,14 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 2
+    if settings.tracing:
+        from database_operator import tracing
+
+        try:
+            tracing.check()
+        except tracing.TracingConfigError as error:
+            print(f"invalid tracing setting: {error}", file=sys.stderr)
+            return 2
     logs.setup(settings.log_level, settings.log_format)
     from database_operator import runner
 
@@ -165,6 +173,12 @@ def parser() -> argparse.ArgumentParser:
     hooks.add_argument("--webhook-configuration", help="name of the webhook configurations")
     hooks.add_argument(
         "--image-registries", help="comma-separated registry prefixes images must start with"
+    )
+    run.add_argument(
+        "--tracing",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="export OpenTelemetry traces (OTLP; configured by the OTEL_* variables)",
     )
     run.set_defaults(func=_run)
 

@@ -130,6 +130,11 @@ class Settings(BaseSettings):
         default="database-operator",
         description="Name of the Validating- and MutatingWebhookConfiguration.",
     )
+    tracing: bool = Field(
+        default=False,
+        description="Export OpenTelemetry traces of reconciles and webhooks over OTLP, as the "
+        "standard OTEL_* variables configure it (endpoint, protocol, sampler, resource).",
+    )
     image_registries: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Registry prefixes a Database's image must start with, comma-separated "

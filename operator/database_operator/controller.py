@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from database_operator import tracing
 from database_operator.api.models import KIND, Database
 from database_operator.cache import CachedKube, ObjectCache, newer, stripped, version
 from database_operator.config import Settings, is_exact
@@ -62,6 +63,16 @@ TRIGGERS = {None: "resume", "ADDED": "create", "MODIFIED": "update"}
 SCHEDULED = frozenset({"resync", "retry", "resume", "audit"})
 #: The children the watches deliver whole (by our label): read from the cache, not the server.
 WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim")
+
+
+def span_attributes(key: Key, body: Manifest, trigger: str) -> dict[str, str | int]:
+    """What a reconcile's root span says about its Database."""
+    return {
+        "k8s.namespace.name": key[0],
+        "database.name": key[1],
+        "database.generation": int(body["metadata"].get("generation") or 0),
+        "reconcile.trigger": trigger,
+    }
 
 
 @dataclass
@@ -246,25 +257,37 @@ class Controller:
         if trigger not in SCHEDULED and self.settled.get(key) == self._versions(key, body):
             return None  # woken by the echo of our own writes: nothing changed since
         started = time.monotonic()
-        try:
-            if body["metadata"].get("deletionTimestamp"):
-                await self._finalize(key, body)
+        deleting = bool(body["metadata"].get("deletionTimestamp"))
+        name = "finalize Database" if deleting else "reconcile Database"
+        # The root span of everything this reconcile does: API calls, the status write, logs.
+        with tracing.span(name, span_attributes(key, body, trigger)) as span:
+            try:
+                if deleting:
+                    await self._finalize(key, body)
+                    span.set_attribute("reconcile.result", "finalized")
+                    return None
+                result = await self._reconcile(key, body)
+            except Exception as error:
+                if isinstance(error, ApiError) and self._is_gone(key, error):
+                    span.set_attribute("reconcile.result", "gone")
+                    self._forget(key)
+                else:
+                    span.set_attribute("reconcile.result", "error")
+                    tracing.fail(span, error)
+                    await self._failed(key, trigger, error)
                 return None
-            result = await self._reconcile(key, body)
-        except Exception as error:
-            if isinstance(error, ApiError) and self._is_gone(key, error):
+            span.set_attribute("reconcile.result", "gone" if result.gone else result.result)
+            if tracing.enabled():
+                old = body.get("status") or {}
+                tracing.add_events(span, tracing.status_events(old, result.status.to_wire()))
+            self.queue.forget(key)
+            if result.gone:
                 self._forget(key)
-            else:
-                await self._failed(key, trigger, error)
-            return None
-        self.queue.forget(key)
-        if result.gone:
-            self._forget(key)
+                return result
+            self._schedule_resync(key)
+            self._record(key, trigger, result, started)
+            self.settled[key] = self._versions(key, self.databases.get(key, body))
             return result
-        self._schedule_resync(key)
-        self._record(key, trigger, result, started)
-        self.settled[key] = self._versions(key, self.databases.get(key, body))
-        return result
 
     @staticmethod
     def _is_gone(key: Key, error: ApiError) -> bool:

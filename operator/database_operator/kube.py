@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from database_operator import tracing
 from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.manifest import Manifest
 
@@ -144,6 +146,27 @@ class KubeApi(Protocol):
     async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool: ...
 
 
+#: An API path: /api/v1 or /apis/GROUP/VERSION, then [namespaces/NS/]RESOURCE[/NAME[/SUB]].
+_API_PATH = re.compile(
+    r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/(?P<namespace>[^/]+))?"
+    r"/(?P<resource>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
+)
+
+
+def describe(verb: str, path: str) -> tuple[str, dict[str, str]]:
+    """A request's span name ("PATCH deployments") and attributes."""
+    attributes = {"http.request.method": verb, "url.path": path}
+    found = _API_PATH.match(path)
+    if found is None:  # discovery, e.g. GET /apis/databases.example.com/v1
+        return f"{verb} {path}", attributes
+    resource = found["resource"] + (f"/{found['sub']}" if found["sub"] else "")
+    attributes["k8s.resource"] = resource
+    for key, group in (("k8s.namespace.name", "namespace"), ("k8s.object.name", "name")):
+        if found[group]:
+            attributes[key] = found[group]
+    return f"{verb} {resource}", attributes
+
+
 class Kube:
     """Typed-enough access to the few resources the operator manages.
 
@@ -186,8 +209,9 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         expected: tuple[int, ...] = (),
         accept: str = "application/json",
-    ) -> Manifest:
-        """One request; ``expected`` error statuses are answers, not errors worth counting."""
+    ) -> tuple[int, Manifest]:
+        """One request: its HTTP status and answer. ``expected`` error statuses are answers,
+        not errors worth counting."""
         try:
             response = self.api.call_api(
                 path,
@@ -205,11 +229,23 @@ class Kube:
             if self.on_error is not None and error.status not in expected:
                 self.on_error(error)
             raise error from raw
-        return json.loads(response.data or b"{}")  # type: ignore[no-any-return]
+        return response.status, json.loads(response.data or b"{}")
 
-    async def _acall(self, *args: Any, **kwargs: Any) -> Manifest:
+    async def _acall(self, verb: str, path: str, **kwargs: Any) -> Manifest:
+        """The request in the client's threads, as a span of whatever is current (a reconcile's)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._threads, lambda: self._call(*args, **kwargs))
+        with tracing.span(*describe(verb, path), record_errors=False) as span:
+            try:
+                status, answer = await loop.run_in_executor(
+                    self._threads, lambda: self._call(verb, path, **kwargs)
+                )
+            except ApiError as error:
+                span.set_attribute("http.response.status_code", error.status)
+                if error.status not in kwargs.get("expected", ()):
+                    tracing.fail(span, error)
+                raise
+            span.set_attribute("http.response.status_code", status)
+            return answer
 
     def close(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)

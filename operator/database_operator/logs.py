@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 from structlog.types import EventDict, Processor, WrappedLogger
 
+from database_operator import tracing
 from database_operator.config import LogFormat
 
 #: Keys of a stdlib record's ``extra`` that are Kopf internals, not facts worth a log line.
@@ -34,6 +35,14 @@ def _object_ref(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
                 event.setdefault(key, ref[key])
     for key, value in record.__dict__.items():
         if key not in _RECORD_ATTRS and key not in _DROPPED_EXTRAS and not key.startswith("_"):
+            event.setdefault(key, value)
+    return event
+
+
+def _trace_ids(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    """A line written inside a span names it (trace_id, span_id), so logs and traces join."""
+    if tracing.enabled():
+        for key, value in tracing.log_ids().items():
             event.setdefault(key, value)
     return event
 
@@ -65,6 +74,7 @@ def setup(level: str = "INFO", fmt: LogFormat = LogFormat.JSON) -> None:
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _trace_ids,
     ]
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, _object_ref],

@@ -29,6 +29,7 @@ PREFIX = "database_operator"
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RESULTS = ("success", "failed", "paused", "error")
 CHILD_KINDS = ("Secret", "Deployment", "Service", "PersistentVolumeClaim")
+DROP_REASONS = ("queue_full", "export_failed")
 
 
 class _PhaseCollector(Collector):
@@ -106,6 +107,13 @@ class Metrics:
             ["code"],
             registry=self.registry,
         )
+        self.spans_dropped = Counter(
+            f"{PREFIX}_trace_spans_dropped",
+            "Trace spans that never reached the collector, by reason: queue_full (the export "
+            "queue was full: a slow or absent collector) or export_failed.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.phases = _PhaseCollector()
         self.registry.register(self.phases)
         self.registry.register(_BuildInfo())
@@ -114,6 +122,8 @@ class Metrics:
             self.reconciles.labels(result)
         for kind in CHILD_KINDS:
             self.drift_corrections.labels(kind)
+        for reason in DROP_REASONS:
+            self.spans_dropped.labels(reason)
 
     def serve(self, port: int, address: str = "0.0.0.0") -> None:  # noqa: S104 - a pod's port
         """Serve /metrics from a background thread."""

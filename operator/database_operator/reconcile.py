@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from database_operator import desired
+from database_operator import desired, tracing
 from database_operator.api.models import KIND, Database, DatabaseStatus, DeletionPolicy, Phase
 from database_operator.compare import covers, list_takebacks, needs_write, owner_refs_to
 from database_operator.engines import facts
@@ -234,7 +234,12 @@ async def write_status(
     # A merge patch: fields that disappeared are sent as null so they are removed.
     patch: dict[str, Any] = {key: None for key in old_wire if key not in new_wire}
     patch.update(new_wire)
-    written = await kube.patch_status(db.namespace, db.name, patch)
+    attributes = {
+        "database.phase": str(new.phase or ""),
+        "database.previous_phase": str(db.status.phase or ""),
+    }
+    with tracing.span("write status", attributes):
+        written = await kube.patch_status(db.namespace, db.name, patch)
     if new.phase != db.status.phase:
         if new.phase is Phase.FAILED:
             failure = outcome.failure or Problem(Reason.RECONCILE_ERROR)

@@ -11,6 +11,7 @@ import zlib
 
 import kopf
 
+from database_operator import tracing
 from database_operator.api.models import GROUP, VERSION
 from database_operator.config import Settings
 from database_operator.controller import Controller
@@ -71,12 +72,15 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     log = get_logger()
     metrics = Metrics()
 
-    def count_error(error: ApiError) -> None:
-        metrics.api_errors.labels(str(error.status)).inc()
+    traces = (
+        tracing.start(lambda reason, spans: metrics.spans_dropped.labels(reason).inc(spans))
+        if settings.tracing
+        else None
+    )
 
     # Each worker makes one call at a time; Events are posted beside them.
     api = new_api_client(connections=max(16, 2 * settings.workers))
-    kube = Kube(api, on_error=count_error)
+    kube = Kube(api, on_error=lambda error: metrics.api_errors.labels(str(error.status)).inc())
     recorder = EventRecorder(kube)
     controller = Controller(kube, settings, metrics, recorder.for_object)
     webhooks = Webhooks(kube, settings) if settings.webhook_port else None
@@ -104,6 +108,7 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         metrics_port=settings.metrics_port,
         health_port=settings.health_port,
         webhook_port=settings.webhook_port or None,
+        tracing=tracing.protocol() if traces else False,
     )
 
     # Until Kopf installs its own signal handlers, SIGINT/SIGTERM stop the wait for the CRDs.
@@ -150,4 +155,5 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
             with contextlib.suppress(Exception):
                 await health_runner.cleanup()
         kube.close()
+        tracing.stop(traces)  # the last reconciles' spans, within tracing.SHUTDOWN_S
         log.info("stopped")

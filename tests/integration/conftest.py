@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,10 +58,15 @@ class OperatorProcess:
 
 
 def start_operator(
-    cluster: Cluster, log_path: Path, *args: str, kubeconfig: Path | None = None
+    cluster: Cluster,
+    log_path: Path,
+    *args: str,
+    kubeconfig: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> OperatorProcess:
-    """Start `database-operator run ARGS` as the admin, or as the user of ``kubeconfig``."""
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
+    """Start `database-operator run ARGS` as the admin, or as the user of ``kubeconfig``, with
+    ``env`` added to the environment."""
+    env = {**os.environ, **(env or {}), "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
     log = log_path.open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "database_operator.cli", "run", *args],

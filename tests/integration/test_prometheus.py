@@ -9,6 +9,7 @@ without having checked the metrics.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import urllib.error
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from database_operator.metrics import Metrics
 from tests.cluster import Cluster, play_kubelet, wait_for
 from tests.controlplane import free_port
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
@@ -199,3 +201,28 @@ def test_promtool_accepts_the_operators_metrics(
 
     report = (checked.stdout + checked.stderr).decode(errors="replace")
     assert checked.returncode == 0, f"promtool check metrics failed:\n{report}"
+
+
+def test_the_suggested_alerts_are_valid_rules_on_metrics_the_operator_serves(
+    tmp_path: Path,
+) -> None:
+    """docs/operations.md's alert rules: `promtool check rules` accepts them, and every
+    database_operator_ metric they read is one the operator defines."""
+    promtool = required_tool("promtool")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    block = text.split("## Metrics and suggested alerts", 1)[1].split("```yaml\n", 1)[1]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(block.split("```", 1)[0])
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(rules)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    names = {metric.name for metric in Metrics().registry.collect()}
+    served = names | {f"{name}_total" for name in names}
+    served |= {f"{name}_bucket" for name in served}
+    read = set(re.findall(r"database_operator_[a-z_]+", rules.read_text()))
+    assert read <= served, read - served

@@ -289,6 +289,8 @@ def test_crds_enabled_false_renders_none(render: Render) -> None:
         ("webhook.enabled=maybe", "/webhook/enabled"),
         ("webhook.imageRegistries={a b}", "/webhook/imageRegistries/0"),
         ("webhook.certManager.issuerRef.kind=Issuer", "/webhook/certManager/issuerRef"),
+        ("tracing.protocol=http/json", "/tracing/protocol"),
+        ("tracing.endpoint=jaeger:4318", "/tracing/endpoint"),
         ("logLevl=DEBUG", "logLevl"),
     ],
 )
@@ -778,3 +780,39 @@ def test_kustomize_cert_manager_overlay_matches_the_chart(render: Render) -> Non
         self_managed=False
     )
     assert not [obj for obj in overlay if obj["kind"] in ("Role", "RoleBinding")]
+
+
+# --- tracing ------------------------------------------------------------------------------------
+
+
+def test_tracing_is_off_unless_enabled_then_the_standard_variables_configure_it(
+    render: Render,
+) -> None:
+    off = container(render())
+    assert "--tracing" not in off["args"]
+    assert not [var for var in off["env"] if var["name"].startswith("OTEL_")]
+
+    on = container(
+        render(
+            *sets(
+                "tracing.enabled=true",
+                "tracing.endpoint=http://jaeger-collector.observability:4317",
+                "tracing.protocol=grpc",
+                "tracing.sampler=always_on",
+                "tracing.resourceAttributes.deployment\\.environment=prod",
+            )
+        )
+    )
+    assert "--tracing" in on["args"]
+    env = {var["name"]: var.get("value") for var in on["env"]}
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger-collector.observability:4317"
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "grpc"
+    assert env["OTEL_TRACES_SAMPLER"] == "always_on"
+    assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.1"
+    assert env["OTEL_RESOURCE_ATTRIBUTES"] == "deployment.environment=prod,k8s.namespace.name=ops"
+
+
+def test_tracing_without_an_endpoint_fails_with_what_to_set(helm: Helm) -> None:
+    done = helm("template", RELEASE, str(CHART), "--set", "tracing.enabled=true")
+    assert done.returncode != 0
+    assert "tracing.enabled needs tracing.endpoint" in done.stderr

@@ -28,6 +28,8 @@ def test_known_label_values_start_at_zero() -> None:
     for result in ("success", "failed", "paused", "error"):
         assert sample(metrics, "database_operator_reconciles_total", result=result) == 0
     assert sample(metrics, "database_operator_drift_corrections_total", kind="Service") == 0
+    for reason in ("queue_full", "export_failed"):
+        assert sample(metrics, "database_operator_trace_spans_dropped_total", reason=reason) == 0
 
 
 def test_exposition_follows_the_naming_conventions() -> None:
@@ -39,6 +41,7 @@ def test_exposition_follows_the_naming_conventions() -> None:
         "database_operator_status_updates_total",
         "database_operator_drift_corrections_total",
         "database_operator_api_errors_total",
+        "database_operator_trace_spans_dropped_total",
         "database_operator_databases",
         "database_operator_build_info",
     }

@@ -91,3 +91,15 @@ Where cert-manager's webhook certificate is mounted in the operator's container.
 {{- define "database-operator.injectCaFrom" -}}
 {{- printf "%s/%s-webhook" .Release.Namespace (include "database-operator.fullname" .) }}
 {{- end }}
+
+{{/*
+OTEL_RESOURCE_ATTRIBUTES: the release's namespace and tracing.resourceAttributes, k=v,k=v.
+*/}}
+{{- define "database-operator.resourceAttributes" -}}
+{{- $attributes := merge (dict) .Values.tracing.resourceAttributes (dict "k8s.namespace.name" .Release.Namespace) }}
+{{- $pairs := list }}
+{{- range $key := keys $attributes | sortAlpha }}
+{{- $pairs = append $pairs (printf "%s=%s" $key (get $attributes $key)) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}

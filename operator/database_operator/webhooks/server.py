@@ -22,6 +22,7 @@ from typing import Any
 import kopf
 from aiohttp import web
 
+from database_operator import tracing
 from database_operator.logs import get_logger
 from database_operator.webhooks import conversion
 from database_operator.webhooks.certificates import KeyPair
@@ -99,13 +100,28 @@ class WebhookServer:
         except json.JSONDecodeError as error:
             return web.json_response({"message": f"not JSON: {error}"}, status=400)
         handler_id = request.match_info["handler_id"]
-        try:
-            answer = await fn(
-                review, webhook=handler_id, headers=dict(request.headers), sslpeer=None
-            )
-        except Exception as error:  # Kopf's own "unknown resource/handler" errors among them
-            get_logger().warning("admission request failed", webhook=handler_id, error=str(error))
-            return web.json_response({"message": str(error)}, status=400)
+        asked = review.get("request") or {}
+        attributes = {
+            "admission.operation": str(asked.get("operation", "")),
+            "k8s.namespace.name": str(asked.get("namespace", "")),
+            "k8s.object.name": str(asked.get("name", "")),
+        }
+        with tracing.span(f"admission {handler_id}", attributes) as span:
+            try:
+                answer = await fn(
+                    review, webhook=handler_id, headers=dict(request.headers), sslpeer=None
+                )
+            except Exception as error:  # Kopf's own "unknown resource/handler" errors among them
+                tracing.fail(span, error)
+                get_logger().warning(
+                    "admission request failed", webhook=handler_id, error=str(error)
+                )
+                return web.json_response({"message": str(error)}, status=400)
+            response = answer.get("response") or {}
+            # A refusal is the webhook doing its job, not an error of the operator's.
+            span.set_attribute("admission.allowed", bool(response.get("allowed")))
+            if refusal := (response.get("status") or {}).get("message"):
+                span.set_attribute("admission.message", str(refusal))
         return web.json_response(answer)
 
     async def _convert(self, request: web.Request) -> web.Response:
@@ -113,10 +129,17 @@ class WebhookServer:
             review: dict[str, Any] = await request.json()
         except json.JSONDecodeError as error:
             return web.json_response({"message": f"not JSON: {error}"}, status=400)
-        answer = conversion.review(review)
-        result = answer["response"]["result"]
-        if result["status"] != "Success":
-            get_logger().warning("conversion refused", why=result.get("message"))
+        asked = review.get("request") or {}
+        attributes: dict[str, str | int] = {
+            "conversion.desired_api_version": str(asked.get("desiredAPIVersion", "")),
+            "conversion.objects": len(asked.get("objects") or []),
+        }
+        with tracing.span("convert Database", attributes) as span:
+            answer = conversion.review(review)
+            result = answer["response"]["result"]
+            if result["status"] != "Success":
+                tracing.fail(span, str(result.get("message")))
+                get_logger().warning("conversion refused", why=result.get("message"))
         return web.json_response(answer)
 
 
