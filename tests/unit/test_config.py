@@ -72,3 +72,69 @@ def test_all_namespaces_flag_overrides_namespaces_from_the_environment(
 ) -> None:
     monkeypatch.setenv("DATABASE_OPERATOR_NAMESPACES", "team-a")
     assert Settings(namespaces=[]).namespaces == []
+
+
+# --- webhooks and tracing -----------------------------------------------------------------------
+
+
+def test_webhooks_and_tracing_are_off_by_default() -> None:
+    settings = Settings()
+    assert settings.webhook_port == 0
+    assert settings.tracing is False
+    assert settings.image_registries == []
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"webhook_service": "ops/database-operator-webhook"},
+        {"webhook_url": "https://127.0.0.1:9443"},
+        {"webhook_cert_dir": "/etc/database-operator/webhook"},
+    ],
+)
+def test_a_webhook_port_takes_one_of_three_certificate_modes(where: dict[str, str]) -> None:
+    assert Settings(webhook_port=9443, **where).webhook_port == 9443  # type: ignore[arg-type]
+
+
+def test_a_webhook_port_alone_is_refused_naming_what_it_needs() -> None:
+    with pytest.raises(ValueError, match="webhook_port needs webhook_service") as refused:
+        Settings(webhook_port=9443)
+    assert "webhook_url" in str(refused.value)
+    assert "webhook_cert_dir" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("webhook_url", "http://127.0.0.1:9443"),
+        ("webhook_service", "database-operator-webhook"),
+        ("webhook_service", "Ops/Webhook"),
+        ("webhook_port", 70000),
+    ],
+)
+def test_bad_webhook_settings_are_refused(setting: str, value: object) -> None:
+    with pytest.raises(ValueError, match=setting):
+        Settings(**{setting: value})  # type: ignore[arg-type]
+
+
+def test_image_registries_come_comma_separated_from_env_or_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "DATABASE_OPERATOR_IMAGE_REGISTRIES", "registry.example.com/, docker.io/library/"
+    )
+    assert Settings().image_registries == ["registry.example.com/", "docker.io/library/"]
+    assert Settings(image_registries="quay.io/team/").image_registries == ["quay.io/team/"]
+
+
+def test_tracing_is_turned_on_by_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_OPERATOR_TRACING", "true")
+    assert Settings().tracing is True
+
+
+def test_run_refuses_a_tracing_variable_it_cannot_use(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    assert main(["run", "--tracing"]) == 2
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL='http/json' is not supported" in capsys.readouterr().err

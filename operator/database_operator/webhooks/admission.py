@@ -143,11 +143,20 @@ def _human(size: Decimal) -> str:
     return str(int(size))
 
 
+def from_registry(reference: str, prefix: str) -> bool:
+    """Whether the image ``reference`` comes from ``prefix`` (a registry, or a registry and
+    path): the prefix must end where a path segment, tag or digest does, so that
+    `registry.example.com` never lets `registry.example.com.evil.io/x` through."""
+    if prefix.endswith("/"):
+        return reference.startswith(prefix)
+    return reference == prefix or reference.startswith((f"{prefix}/", f"{prefix}:", f"{prefix}@"))
+
+
 def image_problem(db: Database, allowed: Sequence[str]) -> str | None:
     """Why the image policy (allowed registry prefixes; empty: any) refuses the image the
     Database would run, or None."""
     running = image(db)
-    if not allowed or any(running.startswith(prefix) for prefix in allowed):
+    if not allowed or any(from_registry(running, prefix) for prefix in allowed):
         return None
     where = "spec.image" if db.spec.image else "spec.image (empty, so the official image)"
     return (
