@@ -122,7 +122,10 @@ operator's webhooks (served by every replica; `failurePolicy: Fail`, see
   annotation, no cap. (Concurrent creates can race past a count; Kubernetes' own ResourceQuota
   `count/databases.{GROUP}` is the hard limit.)
 - **Image policy.** With the operator's `--image-registries` set, the image a Database would
-  run (`spec.image`, else the official image) must start with one of the prefixes.
+  run (`spec.image`, else the official image) must start with one of the prefixes, and a
+  prefix ends where a path segment, tag or digest does: `registry.example.com` allows
+  `registry.example.com/pg:16`, never `registry.example.com.evil.io/pg:16`. Checked when the
+  image changes, so a stricter policy never blocks other updates of a running Database.
 - **Version changes the engine cannot make on its data** (with `spec.storage`): a
   major-version downgrade is refused; PostgreSQL opens no data directory of another major, so
   any major change is refused; MySQL upgrades one major at a time, further jumps are refused;
