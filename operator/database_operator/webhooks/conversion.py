@@ -136,6 +136,10 @@ def convert(obj: Manifest, desired: str) -> Manifest:
     current = obj.get("apiVersion")
     if current == desired:
         return obj
+    # The API server converts before it validates (a v1beta1 request for the v1 webhooks), so a
+    # malformed spec reaches us: a Failure that names it, never an HTTP 500.
+    if not isinstance(obj.get("spec", {}), dict):
+        raise ConversionError(f"spec must be an object, not {type(obj['spec']).__name__}")
     if current == V1 and desired == V1BETA1:
         return to_v1beta1(obj)
     if current == V1BETA1 and desired == V1:
