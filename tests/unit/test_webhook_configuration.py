@@ -79,6 +79,19 @@ def test_never_kube_system_nor_the_operators_namespace(watched: list[str]) -> No
     ]
 
 
+def test_a_pattern_among_the_watched_namespaces_widens_the_selector_to_all_but_the_exempt() -> None:
+    # A selector cannot match "chainsaw-*": In [chainsaw-*] would let every Database through
+    # unchecked, so the webhooks see all namespaces but the exempt ones instead.
+    expressions = hooks.namespace_selector(["team-a", "chainsaw-*"], "ops")["matchExpressions"]
+    assert expressions == [
+        {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["kube-system", "ops"],
+        }
+    ]
+
+
 def test_clients_by_service_or_url_and_the_ca_bundle() -> None:
     assert hooks.service_client("ops", "svc", "/validate") == {
         "service": {"namespace": "ops", "name": "svc", "path": "/validate", "port": 443}

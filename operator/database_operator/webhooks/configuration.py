@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from database_operator.api.models import GROUP, PLURAL, VERSION
+from database_operator.config import is_exact
 from database_operator.manifest import Manifest
 
 CONVERT_PATH = "/convert"
@@ -78,9 +79,13 @@ def with_ca(config: ClientConfig, ca: bytes | None) -> ClientConfig:
 
 
 def namespace_selector(watched: Sequence[str], own_namespace: str | None) -> Manifest:
-    """Only the namespaces the operator watches; never kube-system nor its own namespace."""
+    """Only the namespaces the operator watches; never kube-system nor its own namespace.
+
+    A selector cannot match a pattern (``chainsaw-*``): with one among the watched, the webhooks
+    see every namespace but the exempt ones, as when watching all of them.
+    """
     exempt = sorted({*ALWAYS_EXEMPT, *([own_namespace] if own_namespace else [])})
-    if watched:
+    if watched and all(is_exact(namespace) for namespace in watched):
         expressions = [
             {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(watched)},
         ]
