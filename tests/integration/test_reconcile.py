@@ -166,6 +166,49 @@ def test_spec_changes_reach_the_children_and_generations_follow(
     assert scaled["status"]["phase"] == "Active"
 
 
+def test_fields_removed_from_the_spec_are_removed_from_the_children(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    # Comparing desired with observed sees only what we set: without the applied digest, a pod
+    # annotation, a limit or a Service annotation taken out of the spec stayed on the children.
+    cluster.create_db(
+        namespace,
+        "db",
+        {
+            "podAnnotations": {"example.com/keep": "1", "example.com/drop": "1"},
+            "serviceAnnotations": {"example.com/lb": "internal"},
+            "resources": {"limits": {"memory": "512Mi", "cpu": "1"}},
+        },
+    )
+    wait_for_status(cluster, namespace, "db", "first reconcile", observed)
+    cluster.patch_db(
+        namespace,
+        "db",
+        {
+            "spec": {
+                "podAnnotations": {"example.com/drop": None},
+                "serviceAnnotations": None,
+                "resources": {"limits": {"cpu": None}},
+            }
+        },
+    )
+    wait_for_status(cluster, namespace, "db", "generation 2 observed", observed)
+
+    def removed() -> bool:
+        deployment = cluster.apps.read_namespaced_deployment("db", namespace)
+        annotations = deployment.spec.template.metadata.annotations or {}
+        limits = deployment.spec.template.spec.containers[0].resources.limits or {}
+        service = cluster.core.read_namespaced_service("db", namespace)
+        return (
+            "example.com/drop" not in annotations
+            and annotations.get("example.com/keep") == "1"
+            and limits == {"memory": "512Mi"}
+            and "example.com/lb" not in (service.metadata.annotations or {})
+        )
+
+    wait_for(removed, timeout=30, what="the removed fields to leave the Deployment and Service")
+
+
 def test_drift_is_put_back_within_one_resync(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from database_operator import desired
 from database_operator.api.models import Database
+from database_operator.compare import needs_write
 from database_operator.engines import ENGINES, Engine
 
 UID = "0b1c2d3e-0000-4000-8000-000000000001"
@@ -500,3 +501,30 @@ def test_builders_are_deterministic() -> None:
     db = make_db(storage={"size": "1Gi"}, deletionPolicy="Delete", resources={"limits": {"cpu": 1}})
     assert desired.children(db) == desired.children(make_db(**db.spec.to_wire()))
     assert desired.secret(db, "pw", "rpw") == desired.secret(db, "pw", "rpw")
+
+
+def digest(manifest: dict[str, Any]) -> str:
+    return str(manifest["metadata"]["annotations"][desired.APPLIED_DIGEST_ANNOTATION])
+
+
+def test_every_applied_child_carries_a_digest_that_changes_when_a_field_goes_away() -> None:
+    with_annotation = desired.children(make_db(podAnnotations={"a": "1"}, replicas=2))
+    without = desired.children(make_db(replicas=2))
+    assert len(with_annotation) == len(without) >= 4
+    for before, after in zip(with_annotation, without, strict=True):
+        assert len(digest(before)) == 16
+        if before["kind"] == "Deployment":
+            assert digest(before) != digest(after), before["metadata"]["name"]
+        else:
+            assert digest(before) == digest(after), before["metadata"]["name"]
+    # So the comparison that ignores fields others add still asks for the write that removes it.
+    observed = {**with_annotation[0], "metadata": {**with_annotation[0]["metadata"], "uid": "x"}}
+    assert needs_write(observed, without[0], UID)
+
+
+def test_the_connection_digest_depends_on_its_keys_never_on_a_secret_value() -> None:
+    db = make_db()
+    one = desired.connection_secret(db, {"username": "dQ==", "password": "Zmlyc3Q="})
+    two = desired.connection_secret(db, {"username": "dQ==", "password": "c2Vjb25k"})
+    assert one["data"] != two["data"]
+    assert digest(one) == digest(two)

@@ -14,9 +14,13 @@ a caller can compare, apply and test them freely.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from database_operator.api.models import Database
-from database_operator.desired.binding import connection_entries, connection_secret
+from database_operator.desired.binding import connection_entries
+from database_operator.desired.binding import connection_secret as unstamped_connection_secret
 from database_operator.desired.common import (
+    APPLIED_DIGEST_ANNOTATION,
     CREDENTIALS_ANNOTATION,
     CREDENTIALS_CHECKSUM_ANNOTATION,
     DATA_VOLUME,
@@ -42,6 +46,7 @@ from database_operator.desired.common import (
     retained_owner_references,
     selector_labels,
     selector_string,
+    stamped,
 )
 from database_operator.desired.credentials import (
     credentials_checksum,
@@ -64,9 +69,16 @@ def children(db: Database, credentials_checksum: str | None = None) -> list[Mani
         read_service(db),
         pvc(db),
     ]
-    return [deployment(db, credentials_checksum), service(db)] + [
-        child for child in optional if child is not None
+    return [
+        stamped(child)
+        for child in [deployment(db, credentials_checksum), service(db), *optional]
+        if child is not None
     ]
+
+
+def connection_secret(db: Database, credentials: Mapping[str, object] | None) -> Manifest:
+    """The Secret ``<name>-connection``, as every reconcile applies it."""
+    return stamped(unstamped_connection_secret(db, credentials))
 
 
 def surplus(db: Database) -> list[tuple[str, str]]:
@@ -78,6 +90,7 @@ def surplus(db: Database) -> list[tuple[str, str]]:
 
 
 __all__ = [
+    "APPLIED_DIGEST_ANNOTATION",
     "CREDENTIALS_ANNOTATION",
     "CREDENTIALS_CHECKSUM_ANNOTATION",
     "DATA_VOLUME",

@@ -7,6 +7,9 @@ about, say, which port a Database listens on.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from database_operator.api.models import (
     GROUP,
     KIND,
@@ -29,6 +32,26 @@ CREDENTIALS_ANNOTATION = f"{GROUP}/credentials-secret"
 CREDENTIALS_CHECKSUM_ANNOTATION = f"{GROUP}/credentials-checksum"
 #: Name of the pod volume that holds the engine's data (a PVC or an emptyDir).
 DATA_VOLUME = "data"
+#: Annotation on every child the operator applies: a digest of the fields it sets. Comparing
+#: desired with observed sees only the fields we set, so one we stop setting (a pod annotation,
+#: a memory limit, a connection key) would never be taken back; a changed digest makes the next
+#: apply, and server-side apply removes what our field manager no longer sets.
+APPLIED_DIGEST_ANNOTATION = f"{GROUP}/applied-digest"
+
+
+def stamped(manifest: Manifest) -> Manifest:
+    """``manifest`` with its APPLIED_DIGEST_ANNOTATION; of a Secret's data only the keys count
+    (the digest never depends on a secret value)."""
+    shape = {**manifest}
+    if "data" in shape:
+        shape["data"] = sorted(shape["data"])
+    text = json.dumps(shape, sort_keys=True, separators=(",", ":"))
+    meta = manifest["metadata"]
+    annotations = {
+        **(meta.get("annotations") or {}),
+        APPLIED_DIGEST_ANNOTATION: hashlib.sha256(text.encode()).hexdigest()[:16],
+    }
+    return {**manifest, "metadata": {**meta, "annotations": annotations}}
 
 
 def engine_facts(db: Database) -> EngineFacts:
