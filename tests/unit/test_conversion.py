@@ -540,12 +540,12 @@ wide_v1_specs = st.fixed_dictionaries(
     {"engine": st.sampled_from(ENGINES)},
     optional={**shared, **wide_v1_only, "storage": storage, "resources": resources},
 )
-annotations = st.dictionaries(
+annotation_maps = st.dictionaries(
     st.sampled_from(["example.com/a", "example.com/b"]), st.text(max_size=8), max_size=2
 )
 
 
-@given(spec=wide_v1_specs, other_annotations=annotations)
+@given(spec=wide_v1_specs, other_annotations=annotation_maps)
 def test_v1beta1_holds_only_its_own_fields_and_the_annotation_exactly_the_rest(
     spec: dict[str, Any], other_annotations: dict[str, str]
 ) -> None:
