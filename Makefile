@@ -51,6 +51,10 @@ prometheus: ## Make sure prometheus and promtool exist (Debian's package) for th
 jaeger: ## Build Jaeger v2 (all-in-one, from the Go module proxy; cached in ~/.cache) into bin/ for the tracing tests.
 	@hack/jaeger.sh >/dev/null
 
+.PHONY: chainsaw-binary
+chainsaw-binary: ## Build Chainsaw (from the Go module proxy; cached in ~/.cache) into bin/ for the declarative tests.
+	@hack/chainsaw.sh >/dev/null
+
 .PHONY: engines
 engines: ## Make sure PostgreSQL and Redis exist (Debian's packages) for the replication recipe tests.
 	hack/install-engines.sh
@@ -98,12 +102,16 @@ unit: install ## Unit tests (no server).
 integration: install tools envtest prometheus engines jaeger ## Integration tests against a real etcd + kube-apiserver.
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
+.PHONY: chainsaw
+chainsaw: install tools envtest-full chainsaw-binary ## The Chainsaw suite (tests/chainsaw/) on a full local cluster; JUnit report in .local/chainsaw/.
+	$(VENV)/bin/pytest -s tests/e2e/test_chainsaw.py $(PYTEST_ARGS)
+
 .PHONY: e2e
-e2e: install tools envtest-full ## End-to-end tests on the full local cluster.
+e2e: install tools envtest-full chainsaw-binary ## End-to-end tests on the full local cluster.
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint typecheck install tools envtest-full prometheus engines jaeger ## Everything: lint, typecheck, unit and integration tests.
+test: lint typecheck install tools envtest-full prometheus engines jaeger chainsaw-binary ## Everything: lint, typecheck, unit and integration tests.
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 FAULTS_SCALE ?= 10
