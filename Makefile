@@ -49,11 +49,11 @@ prometheus: ## Make sure prometheus and promtool exist (Debian's package) for th
 
 .PHONY: jaeger
 jaeger: ## Build Jaeger v2 (all-in-one, from the Go module proxy; cached in ~/.cache) into bin/ for the tracing tests.
-	@hack/jaeger.sh >/dev/null
+	@hack/go-tool.sh jaeger >/dev/null
 
 .PHONY: chainsaw-binary
 chainsaw-binary: ## Build Chainsaw (from the Go module proxy; cached in ~/.cache) into bin/ for the declarative tests.
-	@hack/chainsaw.sh >/dev/null
+	@hack/go-tool.sh chainsaw >/dev/null
 
 .PHONY: engines
 engines: ## Make sure PostgreSQL and Redis exist (Debian's packages) for the replication recipe tests.

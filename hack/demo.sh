@@ -13,6 +13,6 @@ FULL=1 hack/envtest.sh >/dev/null
 echo "    done in $((SECONDS - built))s"
 if [[ "${JAEGER:-}" == 1 ]]; then
   echo "==> Jaeger v2 for the traces (first run on a machine builds it: about 6 minutes)"
-  hack/jaeger.sh >/dev/null
+  hack/go-tool.sh jaeger >/dev/null
 fi
 exec .venv/bin/python hack/demo.py

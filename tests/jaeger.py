@@ -1,5 +1,5 @@
 """A real Jaeger (v2 all-in-one, in-memory storage) on loopback: the operator exports traces to
-its OTLP receiver, tests read them back through its query HTTP API. Built by hack/jaeger.sh
+its OTLP receiver, tests read them back through its query HTTP API. Built by hack/go-tool.sh
 (`make jaeger`) into bin/jaeger; used by the tracing tests, `make demo JAEGER=1` and the bench.
 """
 
