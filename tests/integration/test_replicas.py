@@ -290,7 +290,10 @@ def test_placement_and_settings_reach_the_pods(
         args = pod.spec.containers[0].args
         assert args[-4:] == ["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"]
     service = cluster.core.read_namespaced_service("db", namespace)
-    assert service.metadata.annotations == {"lb.example.com/internal": "true"}
+    annotations = dict(service.metadata.annotations)
+    # Beside the user's: the digest of what the operator applied (design.md, Children).
+    assert len(annotations.pop("databases.example.com/applied-digest")) == 16
+    assert annotations == {"lb.example.com/internal": "true"}
     # A changed setting rolls the pods (a new pod template).
     before = cluster.apps.read_namespaced_deployment("db", namespace).metadata.generation
     cluster.patch_db(namespace, "db", {"spec": {"parameters": {"maxmemory": "128mb"}}})
