@@ -197,7 +197,7 @@ async def _observe(kube: KubeApi, db: Database) -> Observed:
     seen before anything is created under its name.
     """
     credentials = await kube.get("Secret", db.namespace, desired.credentials_secret_name(db))
-    wanted = [(m["kind"], m["metadata"]["name"]) for m in desired.children(db)]
+    wanted = desired.child_keys(db)
     wanted.append(("Secret", desired.connection_secret_name(db)))
 
     async def read(kind: str, name: str) -> Manifest | None:

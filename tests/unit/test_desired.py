@@ -528,3 +528,9 @@ def test_the_connection_digest_depends_on_its_keys_never_on_a_secret_value() -> 
     two = desired.connection_secret(db, {"username": "dQ==", "password": "c2Vjb25k"})
     assert one["data"] != two["data"]
     assert digest(one) == digest(two)
+
+
+def test_child_keys_name_the_children_in_their_order() -> None:
+    for db in (make_db(), make_db(replicas=3, engine="redis", storage={"size": "1Gi"})):
+        built = desired.children(db)
+        assert desired.child_keys(db) == [(c["kind"], c["metadata"]["name"]) for c in built]

@@ -14,11 +14,8 @@ a caller can compare, apply and test them freely.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from database_operator.api.models import Database
-from database_operator.desired.binding import connection_entries
-from database_operator.desired.binding import connection_secret as unstamped_connection_secret
+from database_operator.desired.binding import connection_entries, connection_secret
 from database_operator.desired.common import (
     APPLIED_DIGEST_ANNOTATION,
     CREDENTIALS_ANNOTATION,
@@ -62,23 +59,27 @@ from database_operator.desired.workload import deployment, image, replicas_deplo
 from database_operator.manifest import Manifest
 
 
-def children(db: Database, credentials_checksum: str | None = None) -> list[Manifest]:
-    """The children every reconcile applies, in the order they are written."""
+def _built(db: Database, credentials_checksum: str | None = None) -> list[Manifest]:
     optional = [
         replicas_deployment(db, credentials_checksum),
         read_service(db),
         pvc(db),
     ]
     return [
-        stamped(child)
+        child
         for child in [deployment(db, credentials_checksum), service(db), *optional]
         if child is not None
     ]
 
 
-def connection_secret(db: Database, credentials: Mapping[str, object] | None) -> Manifest:
-    """The Secret ``<name>-connection``, as every reconcile applies it."""
-    return stamped(unstamped_connection_secret(db, credentials))
+def children(db: Database, credentials_checksum: str | None = None) -> list[Manifest]:
+    """The children every reconcile applies, in the order they are written."""
+    return [stamped(child) for child in _built(db, credentials_checksum)]
+
+
+def child_keys(db: Database) -> list[tuple[str, str]]:
+    """(kind, name) of the children the spec asks for, in order (no digest computed)."""
+    return [(child["kind"], child["metadata"]["name"]) for child in _built(db)]
 
 
 def surplus(db: Database) -> list[tuple[str, str]]:
@@ -98,6 +99,7 @@ __all__ = [
     "PRIMARY",
     "REPLICA",
     "Manifest",
+    "child_keys",
     "children",
     "connection_entries",
     "connection_secret",

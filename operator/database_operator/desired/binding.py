@@ -22,6 +22,7 @@ from database_operator.desired.common import (
     read_host,
     read_replica_count,
     resolved_port,
+    stamped,
 )
 from database_operator.desired.credentials import decoded
 from database_operator.manifest import Manifest
@@ -72,10 +73,16 @@ def connection_secret(db: Database, credentials: Mapping[str, object] | None) ->
     """The Secret ``<name>-connection`` (type servicebinding.io/<type>), controlled by the
     Database: it goes with it."""
     entries = connection_entries(db, credentials)
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": object_meta(db, connection_secret_name(db), controlled_owner_references(db)),
-        "type": f"servicebinding.io/{engine_facts(db).binding_type}",
-        "data": {key: base64.b64encode(value.encode()).decode() for key, value in entries.items()},
-    }
+    return stamped(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": object_meta(
+                db, connection_secret_name(db), controlled_owner_references(db)
+            ),
+            "type": f"servicebinding.io/{engine_facts(db).binding_type}",
+            "data": {
+                key: base64.b64encode(value.encode()).decode() for key, value in entries.items()
+            },
+        }
+    )
