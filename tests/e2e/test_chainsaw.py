@@ -9,26 +9,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from tests.cluster import Cluster, wait_for
 from tests.controlplane import ROOT, free_port, kubectl_path
-from tests.integration.conftest import start_operator
+from tests.integration.conftest import is_ready, start_operator
 
 SUITE = ROOT / "tests" / "chainsaw"
 CHAINSAW = ROOT / "bin" / "chainsaw"
 REPORTS = ROOT / ".local" / "chainsaw"
 #: The whole suite; each test's steps have their own timeouts (.chainsaw.yaml).
 SUITE_TIMEOUT_S = 900
-
-
-def ready(health_port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=2):
-            return True
-    except OSError:
-        return False
 
 
 def test_the_chainsaw_suite_passes(full_cluster: Cluster, tmp_path: Path) -> None:
@@ -47,7 +38,7 @@ def test_the_chainsaw_suite_passes(full_cluster: Cluster, tmp_path: Path) -> Non
         "--webhook-configuration=database-operator-chainsaw",
     )
     try:
-        wait_for(lambda: ready(health_port), timeout=30, what="/readyz with the webhooks served")
+        wait_for(lambda: is_ready(health_port), timeout=30, what="/readyz with the webhooks served")
         REPORTS.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,

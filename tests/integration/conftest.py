@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,15 @@ class OperatorProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def is_ready(health_port: int) -> bool:
+    """The operator's /readyz answers 200 (with webhooks: they are served)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def start_operator(

@@ -28,7 +28,7 @@ from database_operator.webhooks import configuration
 from database_operator.webhooks.certificates import new_ca
 from tests.cluster import Cluster, wait_for
 from tests.controlplane import free_port, kubectl_process
-from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
+from tests.integration.conftest import RESYNC_S, OperatorProcess, is_ready, start_operator
 from tests.integration.test_ha import has_peer_with_priority
 
 GROUP = "databases.example.com"
@@ -48,12 +48,7 @@ class WebhookOperator:
         self.configuration = name
 
     def ready(self) -> bool:
-        try:
-            url = f"http://127.0.0.1:{self.health_port}/readyz"
-            with urllib.request.urlopen(url, timeout=2):
-                return True
-        except OSError:
-            return False
+        return is_ready(self.health_port)
 
 
 def start_webhook_operator(
