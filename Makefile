@@ -55,6 +55,10 @@ jaeger: ## Build Jaeger v2 (all-in-one, from the Go module proxy; cached in ~/.c
 chainsaw-binary: ## Build Chainsaw (from the Go module proxy; cached in ~/.cache) into bin/ for the declarative tests.
 	@hack/go-tool.sh chainsaw >/dev/null
 
+.PHONY: crane
+crane: ## Build crane (go-containerregistry; cached in ~/.cache) into bin/: the pipeline scripts and their registry tests.
+	@hack/go-tool.sh crane >/dev/null
+
 .PHONY: engines
 engines: ## Make sure PostgreSQL and Redis exist (Debian's packages) for the replication recipe tests.
 	hack/install-engines.sh
@@ -71,7 +75,7 @@ manifests: install ## Generate the CRD (from the models) and RBAC (from rbac.py)
 	$(PY) hack/manifests.py
 
 .PHONY: lint
-lint: install lint-docker helm-lint actionlint ## ruff, the Dockerfile, the chart and the workflows.
+lint: install lint-docker helm-lint actionlint zizmor ## ruff, the Dockerfile, the chart and the workflows.
 	$(VENV)/bin/ruff check operator tests hack
 	$(VENV)/bin/ruff format --check operator tests hack
 	shellcheck hack/*.sh .ci/run
@@ -79,6 +83,10 @@ lint: install lint-docker helm-lint actionlint ## ruff, the Dockerfile, the char
 .PHONY: actionlint
 actionlint: ## actionlint (pinned, go install) with shellcheck on every workflow.
 	hack/actionlint.sh
+
+.PHONY: zizmor
+zizmor: ## zizmor (pinned, from PyPI) on .github/: no finding allowed.
+	hack/zizmor.sh
 
 .PHONY: lint-docker
 lint-docker: ## Check the Dockerfile statically (hadolint, checkov).
@@ -92,14 +100,14 @@ fmt: install ## Format and fix what ruff can.
 .PHONY: typecheck
 typecheck: install ## mypy --strict.
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py hack/bench.py
+	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py hack/bench.py hack/release.py
 
 .PHONY: unit
 unit: install ## Unit tests (no server).
 	$(VENV)/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 .PHONY: integration
-integration: install tools envtest prometheus engines jaeger ## Integration tests against a real etcd + kube-apiserver.
+integration: install tools envtest prometheus engines jaeger crane ## Integration tests against a real etcd + kube-apiserver.
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: chainsaw
@@ -111,7 +119,7 @@ e2e: install tools envtest-full chainsaw-binary ## End-to-end tests on the full 
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint typecheck install tools envtest-full prometheus engines jaeger chainsaw-binary ## Everything: lint, typecheck, unit and integration tests.
+test: lint typecheck install tools envtest-full prometheus engines jaeger chainsaw-binary crane ## Everything: lint, typecheck, unit and integration tests.
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 FAULTS_SCALE ?= 10
@@ -146,6 +154,10 @@ VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 .PHONY: docker-build
 docker-build: ## Build the operator image (IMAGE=ghcr.io/example/database-operator:dev; needs Docker).
 	docker build -t $(IMAGE) --build-arg VERSION=$(VERSION) --build-arg REVISION=$$(git rev-parse HEAD) --build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) .
+
+.PHONY: docker-push
+docker-push: ## Push IMAGE (after docker-build; `docker login` to its registry first).
+	docker push $(IMAGE)
 
 ##@ Local control plane
 

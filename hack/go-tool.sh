@@ -6,20 +6,24 @@
 #   hack/go-tool.sh jaeger     Jaeger v2 all-in-one (an OTLP receiver, in-memory storage, the
 #                              query HTTP API): the tracing tests, `make demo JAEGER=1`, bench
 #   hack/go-tool.sh chainsaw   Chainsaw, the declarative end-to-end tests (tests/chainsaw/)
+#   hack/go-tool.sh crane      crane (go-containerregistry): the pipeline scripts read and move
+#                              image tags with it, and `crane registry serve` is the OCI registry
+#                              their tests push to
 #
-# Versions: JAEGER_VERSION, CHAINSAW_VERSION; the cache: GO_TOOLS_CACHE.
+# Versions: JAEGER_VERSION, CHAINSAW_VERSION, CRANE_VERSION; the cache: GO_TOOLS_CACHE.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-tool="${1:?usage: hack/go-tool.sh jaeger|chainsaw}"
+tool="${1:?usage: hack/go-tool.sh jaeger|chainsaw|crane}"
 
 case "$tool" in
   jaeger) version="${JAEGER_VERSION:-1.75.0}" ;;
   # 0.2.15, not 0.2.12: 0.2.12's test runner does not compile with Go 1.25+ (testing.MainStart
   # grew a ModulePath method); 0.2.15 is the first release built for Go 1.26.
   chainsaw) version="${CHAINSAW_VERSION:-0.2.15}" ;;
-  *) echo "unknown tool: $tool (jaeger or chainsaw)" >&2; exit 2 ;;
+  crane) version="${CRANE_VERSION:-0.22.1}" ;;
+  *) echo "unknown tool: $tool (jaeger, chainsaw or crane)" >&2; exit 2 ;;
 esac
 cache="${GO_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/tools}/$tool-v$version"
 dest="$root/bin/$tool"
@@ -33,20 +37,23 @@ build_jaeger() {
   module="$(go mod download -json "github.com/jaegertracing/jaeger@v$version" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
   scratch="$(mktemp -d)"
-  trap 'rm -rf "$scratch"' EXIT
   cp -r "$module/." "$scratch" && chmod -R u+w "$scratch"
   (cd "$scratch" && CGO_ENABLED=0 GOFLAGS=-mod=mod nice go build -trimpath -ldflags "-s -w" \
     -o "$1" ./cmd/jaeger)
+  rm -rf "$scratch"
 }
 
-build_chainsaw() {
+# go_install DEST PACKAGE@VERSION: `go install` into a scratch GOBIN, then moved to DEST.
+go_install() {
   local gobin
   gobin="$(mktemp -d)"
-  trap 'rm -rf "$gobin"' EXIT
-  GOBIN="$gobin" CGO_ENABLED=0 nice go install -trimpath -ldflags "-s -w" \
-    "github.com/kyverno/chainsaw@v$version"
-  mv "$gobin/chainsaw" "$1"
+  GOBIN="$gobin" CGO_ENABLED=0 nice go install -trimpath -ldflags "-s -w" "$2"
+  mv "$gobin/$(basename "${2%@*}")" "$1"
+  rm -rf "$gobin"
 }
+
+build_chainsaw() { go_install "$1" "github.com/kyverno/chainsaw@v$version"; }
+build_crane() { go_install "$1" "github.com/google/go-containerregistry/cmd/crane@v$version"; }
 
 if [[ ! -x "$cache/$tool" ]]; then
   log "building $tool v$version (first run on a machine: 4 to 15 minutes on 2 cores)"
