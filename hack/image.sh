@@ -30,8 +30,16 @@ prefix="${LOWER_REF_PREFIX-origin/}"
 die() { echo "image: $*" >&2; exit 1; }
 log() { echo "[image] $*" >&2; }
 
-# digest_of REF: the digest a tag names, or nothing if the tag does not exist.
-digest_of() { "$crane" digest "${crane_flags[@]}" "$repository:$1" 2>/dev/null || true; }
+# digest_of TAG: the digest a tag names, or nothing if the registry says it does not exist.
+# Any other failure (no answer, no access) stops here: it must not read as "never built".
+digest_of() {
+  local out
+  if out="$("$crane" digest "${crane_flags[@]}" "$repository:$1" 2>&1)"; then
+    tail -n 1 <<<"$out"
+  elif ! grep -qE 'MANIFEST_UNKNOWN|NAME_UNKNOWN|404 Not Found' <<<"$out"; then
+    die "cannot read $repository:$1: $(tail -n 1 <<<"$out")"
+  fi
+}
 
 lower_of() {
   case "$1" in

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.cluster import Cluster
-from tests.controlplane import ROOT
+from tests.controlplane import ROOT, free_port
 from tests.integration.test_packaging import CHART_NAME, Helm, fullname
 from tests.registry import CRANE, Registry, running_registry
 
@@ -232,6 +232,12 @@ def test_a_commit_without_a_scanned_image_or_a_missing_release_is_refused(
         done = run(IMAGE, *args, cwd=repo.path, env=env)
         assert done.returncode == 1, args
         assert error in done.stderr, done.stderr
+    # A registry that does not answer is not an image that was never built.
+    unreachable = {**env, "IMAGE_REPOSITORY": f"127.0.0.1:{free_port()}/acme/database-operator"}
+    done = run(IMAGE, "digest", "dev", unscanned, cwd=repo.path, env=unreachable)
+    assert done.returncode == 1
+    assert "cannot read" in done.stderr and "connection refused" in done.stderr
+    assert "no scanned image" not in done.stderr
 
 
 def test_a_release_is_found_by_its_version(
