@@ -70,7 +70,12 @@ def test_a_manual_run_to_an_unknown_environment_fails_clearly() -> None:
 # --- The workflows, read as data: what a review of them checks, checked on every run. ---------
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yaml"))
+DEPLOY_ACTION = ROOT / ".github" / "actions" / "deploy" / "action.yaml"
 SHA_PIN = re.compile(r"^[ -]*uses: ([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)$")
+#: The one action of this repository, and why zizmor's preferred form for it is not used.
+LOCAL_ACTION = (
+    "uses: ./.github/actions/deploy # zizmor: ignore[self-repository] actionlint cannot parse $/"
+)
 DEPLOY_BRANCHES = {"develop": "dev", "staging": "staging", "main": "prod"}
 
 
@@ -88,16 +93,18 @@ def test_the_workflows_are_the_three_we_describe() -> None:
     assert [path.name for path in WORKFLOWS] == ["ci.yaml", "deploy.yaml", "release.yaml"]
 
 
-@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", [*WORKFLOWS, DEPLOY_ACTION], ids=lambda path: path.name)
 def test_every_action_is_pinned_by_a_commit_sha_with_its_version(path: Path) -> None:
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if "uses:" in line and not line.strip().startswith("#"):
-            assert SHA_PIN.match(line), f"{path.name}:{number}: not pinned by SHA: {line.strip()}"
+            assert SHA_PIN.match(line) or line.strip().removeprefix("- ") == LOCAL_ACTION, (
+                f"{path.name}:{number}: not pinned by SHA: {line.strip()}"
+            )
 
 
 def test_one_action_one_pin_across_the_workflows() -> None:
     pins: dict[str, set[tuple[str, str]]] = {}
-    for path in WORKFLOWS:
+    for path in [*WORKFLOWS, DEPLOY_ACTION]:
         for line in path.read_text().splitlines():
             if match := SHA_PIN.match(line):
                 pins.setdefault(match[1], set()).add((match[2], match[3]))
@@ -182,16 +189,28 @@ def test_the_concurrency_groups_agree_with_resolve_env() -> None:
     assert manual == {"group": "deploy-${{ inputs.environment }}", "cancel-in-progress": False}
 
 
-@pytest.mark.parametrize(("name", "job"), [("ci.yaml", "deploy"), ("deploy.yaml", "deploy")])
-def test_the_environment_tag_moves_only_after_the_smoke_test(name: str, job: str) -> None:
-    steps = steps_of(workflow(name)["jobs"][job])
+@pytest.mark.parametrize("name", ["ci.yaml", "deploy.yaml"])
+def test_both_deploys_run_the_one_deploy_action_last(name: str) -> None:
+    job = workflow(name)["jobs"]["deploy"]
+    steps = steps_of(job)
+    assert steps[-1]["uses"] == "./.github/actions/deploy"
+    assert set(steps[-1]["with"]) >= {"environment", "kubeconfig", "registry-token"}
+    checkout = steps[0]
+    assert checkout["uses"].startswith("actions/checkout@")
+    # staging and prod look for their image among develop's commits.
+    assert checkout["with"]["fetch-depth"] == 0
+
+
+def test_the_environment_tag_moves_only_after_the_smoke_test() -> None:
+    steps = yaml.safe_load(DEPLOY_ACTION.read_text())["runs"]["steps"]
     runs = [str(step.get("run", "")) for step in steps]
     deploy = next(i for i, run in enumerate(runs) if "hack/deploy.sh" in run)
     tag = next(i for i, run in enumerate(runs) if "hack/image.sh tag" in run)
     assert tag == deploy + 1 == len(steps) - 1
-    # No `if:` on either: the tag step runs only when the deploy (and its smoke test) passed.
+    # No `if:` on either: a composite action stops at the first failing step, so the tag step
+    # runs only when the deploy and its smoke test passed.
     assert "if" not in steps[deploy] and "if" not in steps[tag]
-    assert "IMAGE_DIGEST" in steps[deploy]["env"]
+    assert steps[deploy]["env"]["IMAGE_DIGEST"] == steps[tag]["env"]["DIGEST"]
 
 
 def test_dependabot_watches_every_pinned_ecosystem() -> None:
