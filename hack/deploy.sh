@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Deploy the operator's chart to an environment, smoke-test it, and roll back on failure.
+# Deploy the operator's chart to an environment, smoke-test it (hack/smoke.py), and roll back on
+# failure; a release left pending by an interrupted deploy is put back first.
 #   usage: hack/deploy.sh <dev|staging|prod>
 #   env: IMAGE_REPOSITORY, IMAGE_TAG or IMAGE_DIGEST (the image to run; default: the chart's),
 #        RELEASE (database-operator), NAMESPACE (database-operator-system), TIMEOUT (5m),
-#        HELM (helm), KUBECONFIG, SMOKE (1: run hack/smoke-test.sh; 0: skip), HELM_SET (more
+#        HELM (helm), KUBECONFIG, SMOKE (1: run hack/smoke.py; 0: skip), HELM_SET (more
 #        values, as helm's --set takes them: a=1,b=2), and the smoke test's variables.
 set -euo pipefail
 env="${1:?usage: hack/deploy.sh <dev|staging|prod>}"
@@ -25,27 +26,55 @@ set_args=()
 [[ -n "${IMAGE_DIGEST:-}" ]] && set_args+=(--set "image.digest=$IMAGE_DIGEST")
 [[ -n "${HELM_SET:-}" ]] && set_args+=(--set "$HELM_SET")
 
+# revision_where EXPR: the newest revision of the release whose record r satisfies EXPR (Python),
+# or nothing. Helm marks a revision `superseded` once a newer one is deployed or pending.
+revision_where() {
+  "$helm" history "$release" -n "$namespace" --max 50 -o json 2>/dev/null | python3 -c '
+import json, sys
+history = json.load(sys.stdin)
+current = history[-1]["revision"] if history else 0
+chosen = [r["revision"] for r in history if '"$1"']
+print(chosen[-1] if chosen else "")' || true
+}
+
+# A deploy killed halfway (a cancelled job, a lost runner) leaves the release pending, and Helm
+# refuses every later upgrade ("another operation is in progress"): put it back first.
+status="$("$helm" status "$release" -n "$namespace" -o json 2>/dev/null |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["info"]["status"])' || true)"
+case "$status" in
+  pending-install | pending-upgrade | pending-rollback)
+    good="$(revision_where 'r["revision"] < current and r["status"] in ("deployed", "superseded")')"
+    if [[ -n "$good" ]]; then
+      log "release $release is $status: rolling back to revision $good first"
+      "$helm" rollback "$release" "$good" -n "$namespace" --wait --timeout "$timeout"
+    else
+      log "release $release is $status with no earlier revision: uninstalling it first"
+      "$helm" uninstall "$release" -n "$namespace" --wait --timeout "$timeout"
+    fi
+    ;;
+esac
+
 # The last good revision, to roll back to if the smoke test fails.
-previous=""
-if history="$("$helm" history "$release" -n "$namespace" --max 20 -o json 2>/dev/null)"; then
-  previous="$(python3 -c 'import json, sys
-deployed = [r["revision"] for r in json.load(sys.stdin) if r["status"] == "deployed"]
-print(deployed[-1] if deployed else "")' <<<"$history")"
-fi
+previous="$(revision_where 'r["status"] == "deployed"')"
 
 log "deploying $release to $env (namespace $namespace, previous revision: ${previous:-none})"
+# --rollback-on-failure: a failed upgrade goes back to the previous revision; a failed first
+# install is uninstalled, so the next deploy installs afresh (Helm v4, tested).
 "$helm" upgrade --install "$release" "$chart" \
   --namespace "$namespace" --create-namespace \
   --values "$values" "${set_args[@]}" \
   --wait --timeout "$timeout" --rollback-on-failure
 
-if [[ "${SMOKE:-1}" == 1 ]] && ! RELEASE="$release" NAMESPACE="$namespace" "$here/smoke-test.sh"; then
+if [[ "${SMOKE:-1}" == 1 ]] && ! RELEASE="$release" NAMESPACE="$namespace" python3 "$here/smoke.py"; then
   if [[ -n "$previous" ]]; then
     log "smoke test failed: rolling back to revision $previous"
     "$helm" rollback "$release" "$previous" -n "$namespace" --wait --timeout "$timeout"
   else
-    log "smoke test failed: no earlier revision to roll back to"
+    # Nothing ran here before this deploy: leave nothing running (the CRDs and any Database
+    # stay; the chart keeps the CRDs on uninstall).
+    log "smoke test failed on the first install: uninstalling $release"
+    "$helm" uninstall "$release" -n "$namespace" --wait --timeout "$timeout"
   fi
   exit 1
 fi
-log "deployed $release to $env"
+log "deployed $release to $env${IMAGE_DIGEST:+ (image $IMAGE_DIGEST)}"

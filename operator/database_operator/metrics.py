@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     disable_created_metrics,
     start_http_server,
@@ -112,6 +113,11 @@ class Metrics:
             "Trace spans that never reached the collector, by reason: queue_full (the export "
             "queue was full: a slow or absent collector) or export_failed.",
             ["reason"],
+            registry=self.registry,
+        )
+        self.active = Gauge(
+            f"{PREFIX}_active",
+            "1 while this replica may reconcile (always, without peering); 0 while it stands by.",
             registry=self.registry,
         )
         self.phases = _PhaseCollector()

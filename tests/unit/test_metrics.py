@@ -43,6 +43,7 @@ def test_exposition_follows_the_naming_conventions() -> None:
         "database_operator_api_errors_total",
         "database_operator_trace_spans_dropped_total",
         "database_operator_databases",
+        "database_operator_active",
         "database_operator_build_info",
     }
     assert "_created" not in text
