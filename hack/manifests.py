@@ -39,6 +39,9 @@ def generated() -> dict[Path, str]:
         ROOT / "config/crd/bases/databases.example.com_databases.yaml": crd_yaml(),
         ROOT / "config/rbac/role.yaml": dump(rbac.cluster_role(), "rbac.py"),
         ROOT / "config/rbac/webhook_role.yaml": dump_all(rbac.webhook_roles(), "rbac.py"),
+        ROOT / "config/rbac/aggregate_roles.yaml": dump_all(
+            rbac.aggregated_cluster_roles(), "rbac.py"
+        ),
         ROOT / "config/webhook/manifests.yaml": hooks,
         # The chart puts its release's names, Service and namespaces into the same objects.
         ROOT / "helm/database-operator/files/webhooks.yaml": hooks,

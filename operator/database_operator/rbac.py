@@ -7,6 +7,7 @@ uses: nothing more (least privilege).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from database_operator.api.models import GROUP, PLURAL
@@ -112,6 +113,46 @@ WEBHOOK_SECRET_CREATE_RULE: Rule = {
 }
 
 
+#: Kubernetes' built-in user-facing ClusterRoles take in the rules of every ClusterRole carrying
+#: these labels (their aggregationRule), so namespace admins, editors and viewers (RoleBindings
+#: to admin/edit/view) can manage or read Databases without a role of ours to bind.
+AGGREGATE_LABEL = "rbac.authorization.k8s.io/aggregate-to-{role}"
+#: admin and edit: everything a user does to Databases (kubectl scale too), but never their
+#: status, which only the operator writes.
+AGGREGATE_EDIT_RULES: list[Rule] = [
+    {
+        "apiGroups": [GROUP],
+        "resources": [PLURAL],
+        "verbs": [
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ],
+    },
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/scale"], "verbs": ["get", "patch", "update"]},
+]
+#: view: read Databases and their status. Kubernetes' view role is itself aggregated into edit,
+#: and edit into admin, so these reach all three.
+AGGREGATE_VIEW_RULES: list[Rule] = [
+    {
+        "apiGroups": [GROUP],
+        "resources": [PLURAL, f"{PLURAL}/status"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
+#: The three aggregated ClusterRoles' rules, by the built-in role they join.
+AGGREGATE_RULES: dict[str, list[Rule]] = {
+    "admin": AGGREGATE_EDIT_RULES,
+    "edit": AGGREGATE_EDIT_RULES,
+    "view": AGGREGATE_VIEW_RULES,
+}
+
+
 def _named(rule: Rule, names: list[str]) -> Rule:
     return {**rule, "resourceNames": list(names)} if names else dict(rule)
 
@@ -159,6 +200,9 @@ def rules_file() -> dict[str, Any]:
             "secret": WEBHOOK_SECRET_RULE,
             "secretCreate": WEBHOOK_SECRET_CREATE_RULE,
         },
+        # The ClusterRoles aggregated into admin, edit and view (rbac.aggregateToDefaultRoles);
+        # copied, so that admin's and edit's equal rules are written out, not as YAML aliases.
+        "aggregate": {role: copy.deepcopy(rules) for role, rules in AGGREGATE_RULES.items()},
     }
 
 
@@ -204,3 +248,20 @@ def webhook_roles(
             }
         )
     return out
+
+
+def aggregated_cluster_roles(name: str = "database-operator") -> list[dict[str, Any]]:
+    """config/rbac/aggregate_roles.yaml: ``<name>-admin``, ``-edit`` and ``-view``, each
+    labelled to join Kubernetes' role of that name."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {
+                "name": f"{name}-{role}",
+                "labels": {AGGREGATE_LABEL.format(role=role): "true"},
+            },
+            "rules": rules,
+        }
+        for role, rules in AGGREGATE_RULES.items()
+    ]

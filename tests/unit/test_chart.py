@@ -31,6 +31,8 @@ RELEASE = "database-operator"
 #: The release's objects' names (the release name contains the chart's: no prefix).
 FULLNAME = RELEASE
 WEBHOOK = f"{FULLNAME}-webhook"
+#: The ClusterRoles aggregated into Kubernetes' admin, edit and view roles, by role.
+AGGREGATED = {f"{FULLNAME}-{role}": role for role in ("admin", "edit", "view")}
 CERT_MANAGER_API = "cert-manager.io/v1"
 SERVICE_MONITOR_API = "monitoring.coreos.com/v1/ServiceMonitor"
 STANDARD_LABELS = {
@@ -207,8 +209,11 @@ def test_watching_named_namespaces_binds_a_role_in_each_and_nothing_cluster_wide
             {"kind": "ServiceAccount", "name": account, "namespace": "ops"}
         ]
     # Cluster-wide, only the webhooks' small ClusterRole: get these namespaces (quota
-    # annotations), the release's webhook configurations and the CRD by name.
-    cluster_role = only(objects, "ClusterRole")
+    # annotations), the release's webhook configurations and the CRD by name. (The aggregated
+    # ClusterRoles are users', bound to no one by the chart.)
+    cluster_role = only(
+        [obj for obj in objects if obj["metadata"]["name"] not in AGGREGATED], "ClusterRole"
+    )
     assert cluster_role["metadata"]["name"] == WEBHOOK
     assert cluster_role["rules"] == rbac.webhook_cluster_rules(FULLNAME, ["a", "b"])
     assert only(objects, "ClusterRoleBinding")["roleRef"]["name"] == WEBHOOK
@@ -238,6 +243,30 @@ def test_rbac_and_service_account_are_created_separately(render: Render) -> None
         assert binding["subjects"][0]["name"] == "mine"
     pod = only(byo, "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "mine"
+
+
+def test_databases_join_the_built_in_admin_edit_and_view_roles_by_default(
+    render: Render,
+) -> None:
+    objects = render()
+    for name, role in AGGREGATED.items():
+        cluster_role = only(objects, "ClusterRole", name)
+        assert cluster_role["metadata"]["labels"][rbac.AGGREGATE_LABEL.format(role=role)] == "true"
+        assert cluster_role["rules"] == rbac.AGGREGATE_RULES[role]
+    # Bound to no one: Kubernetes' aggregation puts them into admin, edit and view.
+    bound = {obj["roleRef"]["name"] for obj in objects if obj["kind"].endswith("Binding")}
+    assert not bound & set(AGGREGATED)
+    # Only view may read status, and nobody may write it but the operator.
+    for rule in rbac.AGGREGATE_RULES["admin"] + rbac.AGGREGATE_RULES["view"]:
+        assert "*" not in rule["verbs"] + rule["resources"]
+        if "databases/status" in rule["resources"]:
+            assert set(rule["verbs"]) == {"get", "list", "watch"}
+
+
+@pytest.mark.parametrize("setting", ["rbac.aggregateToDefaultRoles=false", "rbac.create=false"])
+def test_aggregated_roles_are_left_out_on_request(render: Render, setting: str) -> None:
+    names = {obj["metadata"]["name"] for obj in render("--set", setting)}
+    assert not names & set(AGGREGATED)
 
 
 # --- CRDs ---------------------------------------------------------------------------------------
@@ -515,8 +544,8 @@ def test_kustomize_has_the_same_rbac_as_the_chart(
 ) -> None:
     chart = render("--namespace", webhooks.DEFAULT_NAMESPACE)
     for kind in ("ClusterRole", "Role"):
-        for name in (FULLNAME, WEBHOOK):
-            if kind == "Role" and name == FULLNAME:
+        for name in (FULLNAME, WEBHOOK, *AGGREGATED):
+            if kind == "Role" and name != WEBHOOK:
                 continue  # watching all namespaces: no Role of the reconciles
             assert only(kustomized, kind, name)["rules"] == only(chart, kind, name)["rules"]
     binding = only(kustomized, "ClusterRoleBinding", FULLNAME)

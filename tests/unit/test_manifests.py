@@ -56,3 +56,12 @@ def test_kustomize_webhook_roles_bind_the_operator_account() -> None:
                 "namespace": "database-operator-system",
             }
         ]
+
+
+def test_kustomize_aggregated_roles_join_admin_edit_and_view_with_rbac_py_rules() -> None:
+    documents = list(
+        yaml.safe_load_all((ROOT / "config" / "rbac" / "aggregate_roles.yaml").read_text())
+    )
+    assert documents == rbac.aggregated_cluster_roles()
+    labels = {label for doc in documents for label in doc["metadata"]["labels"]}
+    assert labels == {rbac.AGGREGATE_LABEL.format(role=role) for role in ("admin", "edit", "view")}
