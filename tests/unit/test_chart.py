@@ -320,6 +320,7 @@ def test_crds_enabled_false_renders_none(render: Render) -> None:
         ("webhook.certManager.issuerRef.kind=Issuer", "/webhook/certManager/issuerRef"),
         ("tracing.protocol=http/json", "/tracing/protocol"),
         ("tracing.endpoint=jaeger:4318", "/tracing/endpoint"),
+        ("networkPolicy.enabled=maybe", "/networkPolicy/enabled"),
         ("logLevl=DEBUG", "logLevl"),
     ],
 )
@@ -845,3 +846,61 @@ def test_tracing_without_an_endpoint_fails_with_what_to_set(helm: Helm) -> None:
     done = helm("template", RELEASE, str(CHART), "--set", "tracing.enabled=true")
     assert done.returncode != 0
     assert "tracing.enabled needs tracing.endpoint" in done.stderr
+
+
+# --- NetworkPolicy ------------------------------------------------------------------------------
+
+
+def policy_ports(policy: Manifest) -> list[int]:
+    """The port of each ingress rule, in order (one port a rule)."""
+    ports = []
+    for rule in policy["spec"]["ingress"]:
+        assert len(rule["ports"]) == 1, rule
+        assert rule["ports"][0]["protocol"] == "TCP"
+        ports.append(rule["ports"][0]["port"])
+    return ports
+
+
+def test_network_policy_is_opt_in(render: Render) -> None:
+    assert "NetworkPolicy" not in kinds(render())
+
+
+@pytest.mark.parametrize(
+    "ports", [[], sets("metrics.port=9090", "webhook.port=9444", "health.port=9081")]
+)
+def test_network_policy_admits_the_deployments_metrics_and_webhook_ports(
+    render: Render, ports: list[str]
+) -> None:
+    objects = render(*sets("networkPolicy.enabled=true"), *ports)
+    policy = only(objects, "NetworkPolicy")
+    container_ports = {port["name"]: port["containerPort"] for port in container(objects)["ports"]}
+    assert policy_ports(policy) == [container_ports["metrics"], container_ports["webhook"]]
+    # The kubelet's probes come from the node, which NetworkPolicy never blocks.
+    assert container_ports["health"] not in policy_ports(policy)
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    pods = only(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pods.items()
+    # No peers named: from anywhere.
+    assert all("from" not in rule for rule in policy["spec"]["ingress"])
+
+
+def test_network_policy_leaves_the_webhook_port_out_without_webhooks(render: Render) -> None:
+    objects = render(*sets("networkPolicy.enabled=true", "webhook.enabled=false"))
+    container_ports = {port["name"]: port["containerPort"] for port in container(objects)["ports"]}
+    assert "webhook" not in container_ports
+    assert policy_ports(only(objects, "NetworkPolicy")) == [container_ports["metrics"]]
+
+
+def test_network_policy_admits_only_the_peers_given(render: Render) -> None:
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}}}
+    api_server = {"ipBlock": {"cidr": "10.0.0.0/24"}}
+    objects = render(
+        *sets("networkPolicy.enabled=true"),
+        "--set-json",
+        f"networkPolicy.metricsFrom={json.dumps([monitoring])}",
+        "--set-json",
+        f"networkPolicy.webhookFrom={json.dumps([api_server])}",
+    )
+    metrics, webhook = only(objects, "NetworkPolicy")["spec"]["ingress"]
+    assert metrics["from"] == [monitoring]
+    assert webhook["from"] == [api_server]
