@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,69 @@ def test_dev_values_run_one_replica_with_debug_logs(render: Render) -> None:
     args = container(objects)["args"]
     assert {"--log-level=DEBUG", "--log-format=json", "--no-peering"} <= set(args)
     assert "PodDisruptionBudget" not in kinds(objects)
+
+
+# --- Chart.yaml: Artifact Hub ------------------------------------------------------------------
+
+
+def chart_yaml() -> Manifest:
+    return yaml.safe_load((CHART / "Chart.yaml").read_text())  # type: ignore[no-any-return]
+
+
+def annotation(name: str) -> Any:
+    """The Artifact Hub annotation ``artifacthub.io/<name>``: a string, parsed as YAML."""
+    value = chart_yaml()["annotations"][f"artifacthub.io/{name}"]
+    assert isinstance(value, str), f"{name}: Artifact Hub annotations are strings"
+    return yaml.safe_load(value)
+
+
+def test_artifact_hub_crds_are_the_served_storage_version_of_the_committed_crd() -> None:
+    crd = crd_bases()["databases.databases.example.com"]
+    storage = next(version for version in crd["spec"]["versions"] if version["storage"])
+    (listed,) = annotation("crds")
+    assert listed["kind"] == crd["spec"]["names"]["kind"]
+    assert listed["name"] == crd["spec"]["names"]["plural"]
+    assert listed["version"] == storage["name"]
+    assert listed["displayName"] and listed["description"]
+
+
+def test_artifact_hub_crd_examples_are_config_samples() -> None:
+    samples = ROOT / "config" / "samples"
+    listed = yaml.safe_load((samples / "kustomization.yaml").read_text())["resources"]
+    assert annotation("crdsExamples") == [
+        yaml.safe_load((samples / name).read_text()) for name in listed
+    ]
+
+
+def test_artifact_hub_operator_links_and_icon() -> None:
+    chart = chart_yaml()
+    assert annotation("operator") is True
+    assert annotation("license") == "Apache-2.0"
+    assert annotation("operatorCapabilities") in {
+        "Basic Install",
+        "Seamless Upgrades",
+        "Full Lifecycle",
+        "Deep Insights",
+        "Auto Pilot",
+    }
+    links = {link["name"]: link["url"] for link in annotation("links")}
+    assert set(links) == {"source", "docs"}
+    assert all(url.startswith(chart["home"]) for url in links.values())
+    # The icon is the committed SVG, served from the repository's main branch.
+    repository = chart["home"].removeprefix("https://github.com/")
+    path = (CHART / "icon.svg").relative_to(ROOT)
+    assert chart["icon"] == f"https://raw.githubusercontent.com/{repository}/main/{path}"
+    assert (CHART / "icon.svg").read_text().startswith('<svg xmlns="http://www.w3.org/2000/svg"')
+
+
+def test_chart_package_leaves_the_icon_out(helm: Helm, tmp_path: Path) -> None:
+    done = helm("package", str(CHART), "--destination", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    (package,) = tmp_path.glob("*.tgz")
+    with tarfile.open(package) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames()}
+    assert "icon.svg" not in names
+    assert {"Chart.yaml", "values.yaml", "values.schema.json"} <= names
 
 
 # --- RBAC: only rbac.py's rules -----------------------------------------------------------------
