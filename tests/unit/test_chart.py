@@ -218,14 +218,14 @@ def test_artifact_hub_operator_links_and_icon() -> None:
     assert (CHART / "icon.svg").read_text().startswith('<svg xmlns="http://www.w3.org/2000/svg"')
 
 
-def test_chart_package_leaves_the_icon_out(helm: Helm, tmp_path: Path) -> None:
+def test_chart_package_has_the_readme_and_leaves_the_icon_out(helm: Helm, tmp_path: Path) -> None:
     done = helm("package", str(CHART), "--destination", str(tmp_path))
     assert done.returncode == 0, done.stderr
     (package,) = tmp_path.glob("*.tgz")
     with tarfile.open(package) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames()}
     assert "icon.svg" not in names
-    assert {"Chart.yaml", "values.yaml", "values.schema.json"} <= names
+    assert {"Chart.yaml", "values.yaml", "values.schema.json", "README.md"} <= names
 
 
 # --- RBAC: only rbac.py's rules -----------------------------------------------------------------

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from database_operator import rbac
 
 ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "database-operator"
+#: hack/manifests.py's functions (a script, not a package).
+MANIFESTS = runpy.run_path(str(ROOT / "hack" / "manifests.py"))
 
 
 def test_every_generated_file_is_up_to_date() -> None:
-    generated = runpy.run_path(str(ROOT / "hack" / "manifests.py"))["generated"]()
+    generated = MANIFESTS["generated"]()
     stale = [
         str(path.relative_to(ROOT)) for path, text in generated.items() if path.read_text() != text
     ]
@@ -65,3 +70,84 @@ def test_kustomize_aggregated_roles_join_admin_edit_and_view_with_rbac_py_rules(
     assert documents == rbac.aggregated_cluster_roles()
     labels = {label for doc in documents for label in doc["metadata"]["labels"]}
     assert labels == {rbac.AGGREGATE_LABEL.format(role=role) for role in ("admin", "edit", "view")}
+
+
+# --- the chart's README, from values.yaml's comments --------------------------------------------
+
+
+def values_leaves() -> list[tuple[str, Any]]:
+    text = (CHART / "values.yaml").read_text()
+    leaves: list[tuple[str, Any]] = MANIFESTS["values_leaves"](
+        yaml.safe_load(text), MANIFESTS["values_comments"](text)
+    )
+    return leaves
+
+
+def schema_leaves(schema: dict[str, Any], prefix: str = "") -> list[str]:
+    """The values values.schema.json defines one by one (a free-form map is one value)."""
+    paths = []
+    for name, child in schema.get("properties", {}).items():
+        path = f"{prefix}{name}"
+        if child.get("additionalProperties") is False and "properties" in child:
+            paths += schema_leaves(child, f"{path}.")
+        elif path != "global":  # Helm's own, for subcharts
+            paths.append(path)
+    return paths
+
+
+def test_chart_readme_is_generated_from_chart_yaml_and_values_yaml() -> None:
+    readme = (CHART / "README.md").read_text()
+    assert readme == MANIFESTS["chart_readme"](
+        (CHART / "Chart.yaml").read_text(), (CHART / "values.yaml").read_text()
+    ), "run `make manifests`"
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert f"\n# {chart['name']}\n\n{chart['description']}\n" in readme
+    assert (
+        "helm install database-operator oci://ghcr.io/example/charts/database-operator"
+        " --version <version>"
+    ) in readme
+    assert f"({chart['home']}#install)" in readme
+    rows = [line for line in readme.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == [path for path, _ in values_leaves()]
+
+
+def test_every_value_of_values_yaml_has_a_comment_naming_it() -> None:
+    comments = MANIFESTS["values_comments"]((CHART / "values.yaml").read_text())
+    for path, _ in values_leaves():
+        assert comments.get(path, "").startswith(f"{path} "), f"values.yaml: comment {path}"
+
+
+def test_the_readme_lists_exactly_the_values_of_the_schema() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert sorted(path for path, _ in values_leaves()) == sorted(schema_leaves(schema))
+
+
+def test_values_comments_and_leaves_follow_the_yaml_structure() -> None:
+    text = """\
+# A heading, then a blank line: it describes no key.
+
+# a is one.
+a: 1
+b:
+  # b.c is
+  # two lines.
+  c: [x]
+  d:
+    - item
+# e is a map with a comment: one value.
+e:
+  f: 2
+"""
+    comments = MANIFESTS["values_comments"](text)
+    assert comments == {
+        "a": "a is one.",
+        "b.c": "b.c is two lines.",
+        "e": "e is a map with a comment: one value.",
+    }
+    leaves = MANIFESTS["values_leaves"](yaml.safe_load(text), comments)
+    assert leaves == [("a", 1), ("b.c", ["x"]), ("b.d", ["item"]), ("e", {"f": 2})]
+    readme = MANIFESTS["chart_readme"](
+        "name: n\ndescription: d\nhome: https://h\n",
+        "# x is `a|b` or <c|d>.\nx: '|'\n",
+    )
+    assert '| `x` | `"\\|"` | x is `a\\|b` or &lt;c\\|d&gt;. |' in readme
