@@ -101,6 +101,9 @@ class Controller:
     def __post_init__(self) -> None:
         self.queue = WorkQueue(base_delay=RETRY_BASE_S, max_delay=self.settings.retry_max_delay)
         self.client = CachedKube(self.kube, self.children)
+        # The gauge follows the gate itself, read at scrape time from the metrics thread (an
+        # Event's flag is a plain bool: the read needs no lock).
+        self.metrics.active.set_function(lambda: float(self.active.is_set()))
 
     # --- what the watches tell ------------------------------------------------------------------
 

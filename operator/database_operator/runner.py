@@ -94,8 +94,6 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         follow_kopf_peering(controller.active, len(settings.namespaces) or 1)
     else:
         controller.active.set()
-    # Read at scrape time, from the metrics thread: a bool's read needs no lock.
-    metrics.active.set_function(lambda: float(controller.active.is_set()))
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
     health = Health(webhooks.server if webhooks else None)

@@ -199,7 +199,11 @@ async def test_a_paused_operator_reconciles_nothing_until_it_resumes() -> None:
     workers = asyncio.create_task(controller.run(2))
     await asyncio.sleep(0.05)
     assert stored(kube, "Deployment") is None
+    # What the smoke test and the dashboards read to tell the standby from the active replica.
+    sample = controller.metrics.registry.get_sample_value
+    assert sample("database_operator_active") == 0
     controller.active.set()
+    assert sample("database_operator_active") == 1
     for _ in range(100):
         await asyncio.sleep(0.01)
         if stored(kube, "Deployment") is not None:
