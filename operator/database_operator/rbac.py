@@ -265,3 +265,176 @@ def aggregated_cluster_roles(name: str = "database-operator") -> list[dict[str, 
         }
         for role, rules in AGGREGATE_RULES.items()
     ]
+
+
+# --- the deployer: what a CI deploy job needs ---------------------------------------------------
+
+#: The deploy job's ServiceAccount, its namespace (the release's: `hack/deploy.sh`'s default),
+#: the release's objects' name (the chart's fullname for the release "database-operator") and
+#: the smoke test's namespace (hack/smoke.py's default).
+DEPLOYER = "database-operator-deployer"
+DEPLOYER_NAMESPACE = webhooks.DEFAULT_NAMESPACE
+DEPLOYER_RELEASE = "database-operator"
+SMOKE_NAMESPACE = "database-operator-smoke"
+#: What Helm does to the objects of a release: read them (and watch them for --wait), create,
+#: apply (server-side apply is a patch), update, and delete those an upgrade, a rollback or an
+#: uninstall drops.
+MANAGE = ["get", "list", "watch", "create", "update", "patch", "delete"]
+#: The CRDs the chart installs (crds.enabled), named after the CRDs themselves.
+CHART_CRDS = [f"{PLURAL}.{GROUP}", "kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"]
+
+
+def _changes(api_group: str, resources: list[str], names: list[str]) -> list[Rule]:
+    """Read and create ``resources``; change and delete only those ``names``. (`create` cannot
+    be narrowed by name: the name is in the body.)"""
+    return [
+        {"apiGroups": [api_group], "resources": resources, "verbs": MANAGE[:4]},
+        {
+            "apiGroups": [api_group],
+            "resources": resources,
+            "verbs": MANAGE[4:],
+            "resourceNames": names,
+        },
+    ]
+
+
+def _distinct(rules: list[Rule]) -> list[Rule]:
+    """``rules`` without repeats (admin's and edit's are the same), each a copy of its own (no
+    YAML aliases in the file)."""
+    out: list[Rule] = []
+    for rule in rules:
+        if rule not in out:
+            out.append(copy.deepcopy(rule))
+    return out
+
+
+def deployer_cluster_rules(fullname: str = DEPLOYER_RELEASE) -> list[Rule]:
+    """The deploy job's ClusterRole: the chart's cluster-scoped objects and its Roles in the
+    watched namespaces (changed only by their names: the release's ``fullname``), the smoke
+    test's reads and writes, and every rule the chart grants.
+
+    Kubernetes lets nobody grant permissions they do not hold, unless they may `escalate`
+    (roles) and `bind` (bindings). The deployer holds them: it gains nothing by it, since it
+    creates the operator's Deployment, which runs with the operator's ServiceAccount and so
+    with the operator's rules anyway. `escalate` and `bind` would instead let it grant any
+    permission, its own included, where a role's name is all that narrows them.
+    """
+    role_names = [fullname, f"{fullname}-webhook"]
+    return _distinct(
+        [
+            # --- Helm: the chart's cluster-scoped objects, and its Roles anywhere (watchNamespaces)
+            *_changes("apiextensions.k8s.io", ["customresourcedefinitions"], CHART_CRDS),
+            *_changes(
+                "rbac.authorization.k8s.io",
+                ["clusterroles"],
+                [*role_names, *(f"{fullname}-{role}" for role in AGGREGATE_RULES)],
+            ),
+            *_changes(
+                "rbac.authorization.k8s.io",
+                ["clusterrolebindings", "roles", "rolebindings"],
+                role_names,
+            ),
+            *_changes(
+                "admissionregistration.k8s.io",
+                ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                [fullname],
+            ),
+            # `helm --create-namespace` (Helm 4 applies the namespace: a patch) and the smoke test's
+            # `kubectl apply` of its own: only these two are changed.
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["namespaces"],
+                "verbs": ["patch"],
+                "resourceNames": [DEPLOYER_NAMESPACE, SMOKE_NAMESPACE],
+            },
+            # --- the smoke test: a Database in its own namespace, and the peering object that names
+            # the active replica (a KopfPeering there, or the ClusterKopfPeering).
+            {
+                "apiGroups": [GROUP],
+                "resources": [PLURAL],
+                "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+            },
+            {
+                "apiGroups": ["kopf.dev"],
+                "resources": ["kopfpeerings", "clusterkopfpeerings"],
+                "verbs": ["get", "list"],
+            },
+            # --- what the chart grants, held (see above)
+            *cluster_role_rules(peering=True),
+            *PEERING_NAMESPACED_RULES,
+            *webhook_cluster_rules(fullname),
+            *(rule for rules in AGGREGATE_RULES.values() for rule in rules),
+        ]
+    )
+
+
+def deployer_namespaced_rules(fullname: str = DEPLOYER_RELEASE) -> list[Rule]:
+    """The deploy job's Role in the release's namespace: Helm's release records (Secrets: the
+    default storage driver; never cluster-wide), the chart's namespaced objects, the smoke
+    test's look at the operator's pods, and the webhooks' Role, held."""
+    return _distinct(
+        [
+            {
+                "apiGroups": [""],
+                "resources": ["secrets", "serviceaccounts", "services"],
+                "verbs": MANAGE,
+            },
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": MANAGE},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": MANAGE},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": MANAGE},
+            {
+                "apiGroups": ["monitoring.coreos.com"],
+                "resources": ["servicemonitors"],
+                "verbs": MANAGE,
+            },
+            {
+                "apiGroups": ["cert-manager.io"],
+                "resources": ["issuers", "certificates"],
+                "verbs": MANAGE,
+            },
+            # The smoke test finds the operator's pods and port-forwards to one for its metrics;
+            # a failed deploy is investigated from its pods and events.
+            {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
+            *webhook_secret_rules(f"{fullname}-webhook-cert"),
+        ]
+    )
+
+
+def deployer_manifests() -> list[dict[str, Any]]:
+    """config/deployer/deployer.yaml: the deploy job's namespace, ServiceAccount, ClusterRole
+    and Role, and their bindings."""
+    account = {"name": DEPLOYER, "namespace": DEPLOYER_NAMESPACE}
+    subjects = [{"kind": "ServiceAccount", **account}]
+    out: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEPLOYER_NAMESPACE}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account},
+    ]
+    roles: list[tuple[str, dict[str, Any], list[Rule]]] = [
+        ("ClusterRole", {"name": DEPLOYER}, deployer_cluster_rules()),
+        ("Role", account, deployer_namespaced_rules()),
+    ]
+    for kind, metadata, rules in roles:
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": kind,
+                "metadata": metadata,
+                "rules": rules,
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": f"{kind}Binding",
+                "metadata": metadata,
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": kind,
+                    "name": DEPLOYER,
+                },
+                "subjects": subjects,
+            }
+        )
+    return out

@@ -151,3 +151,45 @@ e:
         "# x is `a|b` or <c|d>.\nx: '|'\n",
     )
     assert '| `x` | `"\\|"` | x is `a\\|b` or &lt;c\\|d&gt;. |' in readme
+
+
+# --- the deployer (config/deployer) -------------------------------------------------------------
+
+
+def test_deployer_holds_every_rule_the_chart_grants() -> None:
+    """Kubernetes refuses a role or binding that grants more than its author holds: the
+    deployer holds the operator's, the webhooks' and the aggregated rules as they are."""
+    cluster = rbac.deployer_cluster_rules()
+    granted = [
+        *rbac.cluster_role_rules(peering=True),
+        *rbac.namespaced_rules(peering=True),
+        *rbac.webhook_cluster_rules(rbac.DEPLOYER_RELEASE, []),
+        *(rule for rules in rbac.AGGREGATE_RULES.values() for rule in rules),
+    ]
+    assert [rule for rule in granted if rule not in cluster] == []
+    namespaced = rbac.deployer_namespaced_rules()
+    secret = f"{rbac.DEPLOYER_RELEASE}-webhook-cert"
+    assert all(rule in namespaced for rule in rbac.webhook_secret_rules(secret))
+
+
+def test_deployer_may_not_escalate_bind_or_list_secrets_cluster_wide() -> None:
+    for rule in rbac.deployer_cluster_rules() + rbac.deployer_namespaced_rules():
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+    for rule in rbac.deployer_cluster_rules():
+        if "secrets" in rule["resources"]:
+            assert not {"list", "watch", "update"} & set(rule["verbs"]), rule
+    # Cluster-scoped objects (and Roles anywhere) are changed only by the release's names.
+    guarded = {"apiextensions.k8s.io", "rbac.authorization.k8s.io", "admissionregistration.k8s.io"}
+    for rule in rbac.deployer_cluster_rules():
+        if (guarded & set(rule["apiGroups"]) or "namespaces" in rule["resources"]) and {
+            "update",
+            "patch",
+            "delete",
+        } & set(rule["verbs"]):
+            assert rule.get("resourceNames"), rule
+
+
+def test_config_deployer_is_rbac_py_deployer() -> None:
+    text = (ROOT / "config" / "deployer" / "deployer.yaml").read_text()
+    assert list(yaml.safe_load_all(text)) == rbac.deployer_manifests()
