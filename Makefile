@@ -71,7 +71,7 @@ lock: ## Re-resolve requirements*.lock from pyproject.toml (needs uv).
 ##@ Development
 
 .PHONY: manifests
-manifests: install ## Generate the CRD (from the models) and RBAC (from rbac.py) into config/ and helm/.
+manifests: install ## Generate the CRDs (from the models), RBAC (operator, aggregated roles, deployer: from rbac.py), the chart README and docs/api.md.
 	$(PY) hack/manifests.py
 
 .PHONY: lint
