@@ -63,14 +63,22 @@ def test_the_deployer_installs_upgrades_and_rolls_back_the_chart(
     for role in ("admin", "edit", "view"):
         cluster.kubectl("get", "clusterrole", f"{RELEASE}-{role}")
 
-    # The prod values (two peered replicas, a PodDisruptionBudget), a NetworkPolicy, and Roles
-    # in watched namespaces instead of the ClusterRole.
+    # The prod values (two peered replicas, a PodDisruptionBudget), a NetworkPolicy (with egress
+    # rules: the API server validates them too), and Roles in watched namespaces instead of the
+    # ClusterRole.
     cluster.kubectl("create", "namespace", "apps")
+    egress = [{"to": [{"ipBlock": {"cidr": "127.0.0.1/32"}}], "ports": [{"port": 6443}]}]
     deploy(
         "--values", str(CHART / "values-prod.yaml"),
         "--set", "networkPolicy.enabled=true", "--set", "watchNamespaces={apps}",
+        "--set-json", f"networkPolicy.egress={json.dumps(egress)}",
     )  # fmt: skip
-    cluster.kubectl("get", "poddisruptionbudget,networkpolicy", RELEASE, "-n", NAMESPACE)
+    cluster.kubectl("get", "poddisruptionbudget", RELEASE, "-n", NAMESPACE)
+    policy = json.loads(
+        cluster.kubectl("get", "networkpolicy", RELEASE, "-n", NAMESPACE, "-o", "json")
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"][0]["ports"] == [{"port": 6443, "protocol": "TCP"}]
     cluster.kubectl("get", "role,rolebinding", RELEASE, "-n", "apps")
 
     # hack/deploy.sh's way back after a failed smoke test.

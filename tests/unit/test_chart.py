@@ -385,6 +385,8 @@ def test_crds_enabled_false_renders_none(render: Render) -> None:
         ("tracing.protocol=http/json", "/tracing/protocol"),
         ("tracing.endpoint=jaeger:4318", "/tracing/endpoint"),
         ("networkPolicy.enabled=maybe", "/networkPolicy/enabled"),
+        ("networkPolicy.egress[0].ports[0].protocol=ICMP", "/networkPolicy/egress/0/ports/0"),
+        ("networkPolicy.metricsFrom[0].podSelektor=x", "/networkPolicy/metricsFrom/0"),
         ("logLevl=DEBUG", "logLevl"),
     ],
 )
@@ -941,7 +943,9 @@ def test_network_policy_admits_the_deployments_metrics_and_webhook_ports(
     assert policy_ports(policy) == [container_ports["metrics"], container_ports["webhook"]]
     # The kubelet's probes come from the node, which NetworkPolicy never blocks.
     assert container_ports["health"] not in policy_ports(policy)
+    # Egress unrestricted by default: the operator must reach the API server.
     assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert "egress" not in policy["spec"]
     pods = only(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pods.items()
     # No peers named: from anywhere.
@@ -968,3 +972,19 @@ def test_network_policy_admits_only_the_peers_given(render: Render) -> None:
     metrics, webhook = only(objects, "NetworkPolicy")["spec"]["ingress"]
     assert metrics["from"] == [monitoring]
     assert webhook["from"] == [api_server]
+
+
+def test_network_policy_restricts_egress_only_to_the_rules_given(render: Render) -> None:
+    api_server = {
+        "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}],
+        "ports": [{"port": 6443, "protocol": "TCP"}],
+    }
+    objects = render(
+        *sets("networkPolicy.enabled=true"),
+        "--set-json",
+        f"networkPolicy.egress={json.dumps([api_server])}",
+    )
+    policy = only(objects, "NetworkPolicy")
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"] == [api_server]
+    assert len(policy_ports(policy)) == 2  # ingress as without egress rules
