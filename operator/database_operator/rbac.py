@@ -216,6 +216,31 @@ def cluster_role(name: str = "database-operator") -> dict[str, Any]:
     }
 
 
+def role_and_binding(
+    kind: str, metadata: dict[str, Any], rules: list[Rule], subjects: list[dict[str, str]]
+) -> list[dict[str, Any]]:
+    """A (Cluster)Role and the (Cluster)RoleBinding of the same name giving it to ``subjects``."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": kind,
+            "metadata": metadata,
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": f"{kind}Binding",
+            "metadata": metadata,
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": kind,
+                "name": metadata["name"],
+            },
+            "subjects": subjects,
+        },
+    ]
+
+
 def webhook_roles(
     namespace: str = webhooks.DEFAULT_NAMESPACE,
     account: str = "database-operator",
@@ -228,26 +253,11 @@ def webhook_roles(
         ("ClusterRole", {"name": name}, webhook_cluster_rules()),
         ("Role", {"name": name, "namespace": namespace}, webhook_secret_rules()),
     ]
-    out: list[dict[str, Any]] = []
-    for kind, metadata, rules in roles:
-        out.append(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": kind,
-                "metadata": metadata,
-                "rules": rules,
-            }
-        )
-        out.append(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": f"{kind}Binding",
-                "metadata": metadata,
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
-                "subjects": subjects,
-            }
-        )
-    return out
+    return [
+        obj
+        for kind, metadata, rules in roles
+        for obj in role_and_binding(kind, metadata, rules, subjects)
+    ]
 
 
 def aggregated_cluster_roles(name: str = "database-operator") -> list[dict[str, Any]]:
@@ -416,25 +426,5 @@ def deployer_manifests() -> list[dict[str, Any]]:
         ("Role", account, deployer_namespaced_rules()),
     ]
     for kind, metadata, rules in roles:
-        out.append(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": kind,
-                "metadata": metadata,
-                "rules": rules,
-            }
-        )
-        out.append(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": f"{kind}Binding",
-                "metadata": metadata,
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": kind,
-                    "name": DEPLOYER,
-                },
-                "subjects": subjects,
-            }
-        )
+        out.extend(role_and_binding(kind, metadata, rules, subjects))
     return out
