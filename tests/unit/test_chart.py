@@ -988,3 +988,20 @@ def test_network_policy_restricts_egress_only_to_the_rules_given(render: Render)
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     assert policy["spec"]["egress"] == [api_server]
     assert len(policy_ports(policy)) == 2  # ingress as without egress rules
+
+
+def test_kustomize_network_policy_is_the_charts_and_is_opt_in(
+    kustomized: list[Manifest], render: Render
+) -> None:
+    assert "NetworkPolicy" not in kinds(kustomized)
+    ours = only(kustomize("networkpolicy"), "NetworkPolicy")
+    theirs = only(
+        render("--namespace", webhooks.DEFAULT_NAMESPACE, *sets("networkPolicy.enabled=true")),
+        "NetworkPolicy",
+    )
+    assert ours["metadata"]["namespace"] == theirs["metadata"]["namespace"]
+    pods = only(kustomized, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert ours["spec"]["podSelector"]["matchLabels"].items() <= pods.items()
+    assert {**ours["spec"], "podSelector": None} == {**theirs["spec"], "podSelector": None}
+    container_ports = {port["containerPort"] for port in container(kustomized)["ports"]}
+    assert set(policy_ports(ours)) < container_ports  # the health port is left closed
