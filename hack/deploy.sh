@@ -39,20 +39,26 @@ chosen = [r["revision"] for r in history if '"$1"']
 print(chosen[-1] if chosen else "")' || true
 }
 
+# restore REVISION WHY: back to REVISION, or with none (a first install) uninstalled: nothing
+# ran here before (the chart keeps the CRDs, and Databases stay).
+restore() {
+  if [[ -n "$1" ]]; then
+    log "$2: rolling back to revision $1"
+    "$helm" rollback "$release" "$1" -n "$namespace" --wait --timeout "$timeout"
+  else
+    log "$2 on the first install: uninstalling $release"
+    "$helm" uninstall "$release" -n "$namespace" --wait --timeout "$timeout"
+  fi
+}
+
 # A deploy killed halfway (a cancelled job, a lost runner) leaves the release pending, and Helm
 # refuses every later upgrade ("another operation is in progress"): put it back first.
 status="$("$helm" status "$release" -n "$namespace" -o json 2>/dev/null |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["info"]["status"])' || true)"
 case "$status" in
   pending-install | pending-upgrade | pending-rollback)
-    good="$(revision_where 'r["revision"] < current and r["status"] in ("deployed", "superseded")')"
-    if [[ -n "$good" ]]; then
-      log "release $release is $status: rolling back to revision $good first"
-      "$helm" rollback "$release" "$good" -n "$namespace" --wait --timeout "$timeout"
-    else
-      log "release $release is $status with no earlier revision: uninstalling it first"
-      "$helm" uninstall "$release" -n "$namespace" --wait --timeout "$timeout"
-    fi
+    restore "$(revision_where 'r["revision"] < current and r["status"] in ("deployed", "superseded")')" \
+      "release $release was left $status by an interrupted deploy"
     ;;
 esac
 
@@ -68,15 +74,7 @@ log "deploying $release to $env (namespace $namespace, previous revision: ${prev
   --wait --timeout "$timeout" --rollback-on-failure
 
 if [[ "${SMOKE:-1}" == 1 ]] && ! RELEASE="$release" NAMESPACE="$namespace" python3 "$here/smoke.py"; then
-  if [[ -n "$previous" ]]; then
-    log "smoke test failed: rolling back to revision $previous"
-    "$helm" rollback "$release" "$previous" -n "$namespace" --wait --timeout "$timeout"
-  else
-    # Nothing ran here before this deploy: leave nothing running (the CRDs and any Database
-    # stay; the chart keeps the CRDs on uninstall).
-    log "smoke test failed on the first install: uninstalling $release"
-    "$helm" uninstall "$release" -n "$namespace" --wait --timeout "$timeout"
-  fi
+  restore "$previous" "smoke test failed"
   exit 1
 fi
 

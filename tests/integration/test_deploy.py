@@ -255,7 +255,9 @@ def test_a_release_left_pending_by_a_killed_deploy_is_recovered(pipeline: Pipeli
     pipeline.kubelet.namespaces.add(smoke_namespace)
     done = pipeline.deploy("staging", SMOKE_NAMESPACE=smoke_namespace)
     assert done.returncode == 0, done.stderr + pipeline.logs()
-    assert "is pending-upgrade: rolling back to revision 3 first" in done.stderr
+    assert "was left pending-upgrade by an interrupted deploy: rolling back to revision 3" in (
+        done.stderr
+    )
     history = pipeline.history()
     assert [(r["status"], r["description"]) for r in history[-2:]] == [
         ("superseded", "Rollback to 3"),
