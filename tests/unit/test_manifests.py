@@ -107,6 +107,12 @@ def test_chart_readme_is_generated_from_chart_yaml_and_values_yaml() -> None:
         " --version <version>"
     ) in readme
     assert f"({chart['home']}#install)" in readme
+    assert (
+        "cosign verify ghcr.io/example/charts/database-operator:<version> \\\n"
+        "  --certificate-identity https://github.com/example/database-operator/"
+        ".github/workflows/release.yaml@refs/tags/v<version> \\\n"
+        "  --certificate-oidc-issuer https://token.actions.githubusercontent.com\n"
+    ) in readme
     rows = [line for line in readme.splitlines() if line.startswith("| `")]
     assert [row.split("`")[1] for row in rows] == [path for path, _ in values_leaves()]
 
@@ -147,10 +153,13 @@ e:
     leaves = MANIFESTS["values_leaves"](yaml.safe_load(text), comments)
     assert leaves == [("a", 1), ("b.c", ["x"]), ("b.d", ["item"]), ("e", {"f": 2})]
     readme = MANIFESTS["chart_readme"](
-        "name: n\ndescription: d\nhome: https://h\n",
+        "name: n\ndescription: d\nhome: https://github.com/O/r\n",
         "# x is `a|b` or <c|d>.\nx: '|'\n",
     )
     assert '| `x` | `"\\|"` | x is `a\\|b` or &lt;c\\|d&gt;. |' in readme
+    # GHCR's names are lowercase; the signing identity keeps GitHub's spelling.
+    assert "oci://ghcr.io/o/charts/database-operator --version <version>" in readme
+    assert "https://github.com/O/r/.github/workflows/release.yaml@refs/tags/v<version>" in readme
 
 
 # --- the deployer (config/deployer) -------------------------------------------------------------
