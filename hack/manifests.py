@@ -43,13 +43,24 @@ resources:
 """
 
 
+class _WrittenOut(yaml.SafeDumper):
+    """Writes an object shared by two places (admin's and edit's rules, say) out in full each
+    time: generated files are read by people and diffed, where YAML's anchors and aliases hide
+    what a role grants."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
 def generated() -> dict[Path, str]:
     def dump(data: object, source: str) -> str:
-        return HEADER.format(source=source) + yaml.safe_dump(data, sort_keys=False, width=100)
+        return HEADER.format(source=source) + yaml.dump(
+            data, Dumper=_WrittenOut, sort_keys=False, width=100
+        )
 
     def dump_all(documents: Sequence[object], source: str) -> str:
-        return HEADER.format(source=source) + yaml.safe_dump_all(
-            documents, sort_keys=False, width=100
+        return HEADER.format(source=source) + yaml.dump_all(
+            documents, Dumper=_WrittenOut, sort_keys=False, width=100
         )
 
     hooks = dump_all(webhook_configurations(), "webhooks/configuration.py")

@@ -7,7 +7,6 @@ uses: nothing more (least privilege).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from database_operator.api.models import GROUP, PLURAL
@@ -200,9 +199,8 @@ def rules_file() -> dict[str, Any]:
             "secret": WEBHOOK_SECRET_RULE,
             "secretCreate": WEBHOOK_SECRET_CREATE_RULE,
         },
-        # The ClusterRoles aggregated into admin, edit and view (rbac.aggregateToDefaultRoles);
-        # copied, so that admin's and edit's equal rules are written out, not as YAML aliases.
-        "aggregate": {role: copy.deepcopy(rules) for role, rules in AGGREGATE_RULES.items()},
+        # The ClusterRoles aggregated into admin, edit and view (rbac.aggregateToDefaultRoles).
+        "aggregate": AGGREGATE_RULES,
     }
 
 
@@ -309,12 +307,11 @@ def _changes(api_group: str, resources: list[str], names: list[str]) -> list[Rul
 
 
 def _distinct(rules: list[Rule]) -> list[Rule]:
-    """``rules`` without repeats (admin's and edit's are the same), each a copy of its own (no
-    YAML aliases in the file)."""
+    """``rules`` without repeats (admin's and edit's are the same)."""
     out: list[Rule] = []
     for rule in rules:
         if rule not in out:
-            out.append(copy.deepcopy(rule))
+            out.append(rule)
     return out
 
 
