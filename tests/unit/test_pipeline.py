@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.hack import load
+
 ROOT = Path(__file__).resolve().parents[2]
 RESOLVE = ROOT / "hack" / "resolve-env.sh"
-
-
-def _load_release() -> Any:
-    spec = importlib.util.spec_from_file_location("release", ROOT / "hack" / "release.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["release"] = module  # dataclasses and the like look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-release = _load_release()
+release: Any = load("release")
 
 
 def resolve(*args: str) -> subprocess.CompletedProcess[str]:

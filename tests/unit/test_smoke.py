@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.hack import load
 
-
-def _load() -> Any:
-    spec = importlib.util.spec_from_file_location("smoke", ROOT / "hack" / "smoke.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["smoke"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-smoke = _load()
+smoke: Any = load("smoke")
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
 
