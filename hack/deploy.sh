@@ -5,9 +5,8 @@
 #   env: IMAGE_REPOSITORY, IMAGE_TAG or IMAGE_DIGEST (the image to run; default: the chart's),
 #        RELEASE (database-operator), NAMESPACE (database-operator-system), TIMEOUT (5m),
 #        HELM (helm), KUBECONFIG, SMOKE (1: run hack/smoke.py; 0: skip), HELM_SET (more
-#        values, as helm's --set takes them: a=1,b=2), DEPLOYED_FILE (after a deploy that passed,
-#        append `revision=N` and `image=REF` to it: $GITHUB_OUTPUT takes them as they are), KUBECTL
-#        (kubectl), and the smoke test's variables.
+#        values, as helm's --set takes them: a=1,b=2), and the smoke test's variables (KUBECTL,
+#        SMOKE_NAMESPACE, SMOKE_TIMEOUT, POD_METRICS_URLS: hack/smoke.py).
 set -euo pipefail
 env="${1:?usage: hack/deploy.sh <dev|staging|prod>}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -78,16 +77,4 @@ if [[ "${SMOKE:-1}" == 1 ]] && ! RELEASE="$release" NAMESPACE="$namespace" pytho
   exit 1
 fi
 
-# DEPLOYED_FILE: what runs now, read back from the cluster rather than echoed from the inputs
-# (without IMAGE_* it is the chart's default). Appended, so the file may be $GITHUB_OUTPUT; never
-# written for a deploy that failed.
-if [[ -n "${DEPLOYED_FILE:-}" ]]; then
-  revision="$("$helm" status "$release" -n "$namespace" -o json |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')"
-  image="$("${KUBECTL:-kubectl}" get deployments -n "$namespace" -l "app.kubernetes.io/instance=$release" \
-    -o jsonpath='{range .items[*]}{.spec.template.spec.containers[?(@.name=="operator")].image}{"\n"}{end}' |
-    sort -u | paste -sd ' ')"
-  printf 'revision=%s\nimage=%s\n' "$revision" "$image" >>"$DEPLOYED_FILE"
-  log "recorded revision $revision, image $image in $DEPLOYED_FILE"
-fi
 log "deployed $release to $env${IMAGE_DIGEST:+ (image $IMAGE_DIGEST)}"
