@@ -59,8 +59,12 @@ chainsaw-binary: ## Build Chainsaw (from the Go module proxy; cached in ~/.cache
 crane: ## Build crane (go-containerregistry; cached in ~/.cache) into bin/: the pipeline scripts and their registry tests.
 	@hack/go-tool.sh crane >/dev/null
 
+.PHONY: seaweedfs
+seaweedfs: ## Build SeaweedFS's weed (cached in ~/.cache) into bin/: the S3 object store of the backup tests.
+	@hack/go-tool.sh seaweedfs >/dev/null
+
 .PHONY: engines
-engines: ## Make sure PostgreSQL and Redis exist (Debian's packages) for the replication recipe tests.
+engines: ## Make sure PostgreSQL, Redis and MariaDB exist (Debian's packages) for the replication and backup recipe tests.
 	hack/install-engines.sh
 
 .PHONY: lock
@@ -107,7 +111,7 @@ unit: install ## Unit tests (no server).
 	$(VENV)/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 .PHONY: integration
-integration: install tools envtest prometheus engines jaeger crane ## Integration tests against a real etcd + kube-apiserver.
+integration: install tools envtest prometheus engines jaeger crane seaweedfs ## Integration tests against a real etcd + kube-apiserver.
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: chainsaw
@@ -115,11 +119,11 @@ chainsaw: install tools envtest-full chainsaw-binary ## The Chainsaw suite (test
 	$(VENV)/bin/pytest -s tests/e2e/test_chainsaw.py $(PYTEST_ARGS)
 
 .PHONY: e2e
-e2e: install tools envtest-full chainsaw-binary ## End-to-end tests on the full local cluster.
+e2e: install tools envtest-full chainsaw-binary seaweedfs ## End-to-end tests on the full local cluster.
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint typecheck install tools envtest-full prometheus engines jaeger chainsaw-binary crane ## Everything: lint, typecheck, unit and integration tests.
+test: lint typecheck install tools envtest-full prometheus engines jaeger chainsaw-binary crane seaweedfs ## Everything: lint, typecheck, unit and integration tests.
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 FAULTS_SCALE ?= 10
