@@ -264,3 +264,118 @@ def test_status_writes_leave_the_generation_and_spec_changes_bump_it(
     ignored = cluster.patch_db(namespace, "gen", {"status": {"phase": "Active"}})
     assert ignored["status"]["phase"] == "Pending"
     assert ignored["metadata"]["generation"] == 2
+
+
+# --- backups and restores ----------------------------------------------------------------------
+
+S3 = {"s3": {"bucket": "backups", "credentialsSecretRef": {"name": "s3"}}}
+
+
+def test_a_backup_policy_and_a_restore_source_are_accepted_as_written(
+    cluster: Cluster, namespace: str
+) -> None:
+    policy = {"destination": S3, "schedule": "0 2 * * *", "retention": {"count": 7}}
+    created = cluster.create_db(
+        namespace, "scheduled", {"storage": {"size": "1Gi"}, "backup": policy}
+    )
+    assert created["spec"]["backup"] == policy | {"suspend": False}
+    restored = cluster.create_db(
+        namespace, "restored", {"storage": {"size": "1Gi"}, "restore": {"backup": "nightly-1"}}
+    )
+    assert restored["spec"]["restore"] == {"backup": "nightly-1"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        (
+            {"backup": {"destination": S3, "schedule": "61 * * * *"}},
+            "spec.backup.schedule",
+        ),
+        (
+            {"backup": {"destination": S3, "schedule": "* * * *"}},
+            "spec.backup.schedule",
+        ),
+        (
+            {"backup": {"destination": {}}},
+            "a destination is exactly one of s3 or pvc",
+        ),
+        (
+            {"backup": {"destination": S3 | {"pvc": {"claimName": "x"}}}},
+            "a destination is exactly one of s3 or pvc",
+        ),
+        (
+            {"backup": {"destination": S3, "retention": {"count": 3}}},
+            "backup.retention applies to the backups the schedule takes",
+        ),
+        (
+            {"backup": {"destination": S3, "schedule": "@daily", "retention": {}}},
+            "retention needs count, maxAge, or both",
+        ),
+        (
+            {
+                "backup": {
+                    "destination": S3,
+                    "schedule": "@daily",
+                    "retention": {"maxAge": "30 days"},
+                }
+            },
+            "spec.backup.retention.maxAge",
+        ),
+        ({"restore": {"backup": "b"}}, "spec.restore needs spec.storage"),
+        (
+            {"storage": {"size": "1Gi"}, "restore": {"backup": "b", "location": "k/x.pgdump"}},
+            "restore is exactly one of backup",
+        ),
+        (
+            {"storage": {"size": "1Gi"}, "restore": {"location": "k/x.pgdump"}},
+            "spec.restore.location needs restore.destination or spec.backup.destination",
+        ),
+        (
+            {"storage": {"size": "1Gi"}, "restore": {"backup": "b", "destination": S3}},
+            "restore.destination goes with restore.location",
+        ),
+    ],
+)
+def test_a_bad_backup_or_restore_spec_is_refused_naming_the_field(
+    cluster: Cluster, namespace: str, spec: dict[str, Any], words: str
+) -> None:
+    status, message = rejection(lambda: cluster.create_db(namespace, "bad", spec))
+    assert status == 422
+    assert words in message
+
+
+def test_a_restore_is_given_at_creation_and_never_added_changed_or_removed(
+    cluster: Cluster, namespace: str
+) -> None:
+    cluster.create_db(namespace, "plain", {"storage": {"size": "1Gi"}})
+    _, message = rejection(
+        lambda: cluster.patch_db(namespace, "plain", {"spec": {"restore": {"backup": "b"}}})
+    )
+    assert "cannot be added to a Database that exists" in message
+    cluster.create_db(namespace, "copy", {"storage": {"size": "1Gi"}, "restore": {"backup": "b1"}})
+    _, message = rejection(
+        lambda: cluster.patch_db(namespace, "copy", {"spec": {"restore": {"backup": "b2"}}})
+    )
+    assert "spec.restore cannot change once the Database exists" in message
+    _, message = rejection(lambda: cluster.patch_db(namespace, "copy", {"spec": {"restore": None}}))
+    assert "or removed" in message
+
+
+def test_a_database_backup_is_immutable_and_shows_its_columns(
+    cluster: Cluster, namespace: str
+) -> None:
+    cluster.create_backup(namespace, "one", {"database": "orders"})
+    status, message = rejection(
+        lambda: cluster.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, "databasebackups", "one", {"spec": {"database": "other"}}
+        )
+    )
+    assert status == 422
+    assert "spec is immutable" in message
+    _, message = rejection(
+        lambda: cluster.create_backup(namespace, "two", {"database": "Not_A_Db"})
+    )
+    assert "spec.database" in message
+    header = cluster.kubectl("get", "dbbackup", "-n", namespace).splitlines()[0].split()
+    assert header == ["NAME", "DATABASE", "PHASE", "SIZE", "COMPLETED", "AGE"]

@@ -9,7 +9,13 @@ import pytest
 import yaml
 
 from database_operator.api import Database, DatabaseSpec
-from database_operator.api.crd import crd, crd_yaml
+from database_operator.api.crd import (
+    backup_crd,
+    backup_crd_yaml,
+    backup_openapi_schema,
+    crd,
+    crd_yaml,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "config" / "crd" / "bases" / "databases.example.com_databases.yaml"
@@ -107,3 +113,48 @@ def test_samples_are_valid_databases(sample: Path) -> None:
 def test_one_sample_per_engine() -> None:
     engines = {yaml.safe_load(p.read_text())["spec"]["engine"] for p in SAMPLES}
     assert engines == {"postgres", "mysql", "redis"}
+
+
+# --- the DatabaseBackup CRD ---------------------------------------------------------------------
+
+BACKUP_CRD_FILE = ROOT / "config" / "crd" / "bases" / "databases.example.com_databasebackups.yaml"
+
+
+def test_committed_backup_crd_is_what_the_models_generate() -> None:
+    assert BACKUP_CRD_FILE.read_text() == backup_crd_yaml(), (
+        "the DatabaseBackup CRD drifted from the models: run `make manifests`"
+    )
+
+
+def test_backup_schema_is_structural_and_described() -> None:
+    for path, node in walk(backup_openapi_schema()):
+        assert "$ref" not in node and "$defs" not in node, path
+        assert "type" in node, f"{path} has no type"
+        assert "anyOf" not in node, path
+        if path.startswith((".spec", ".status")) and not path.endswith("[]"):
+            assert node.get("description"), f"{path} has no description"
+
+
+def test_a_backup_is_one_version_with_status_immutable_spec_and_its_columns() -> None:
+    spec = backup_crd()["spec"]
+    assert spec["names"]["plural"] == "databasebackups"
+    assert spec["names"]["shortNames"] == ["dbbackup", "dbbackups"]
+    assert spec["scope"] == "Namespaced"
+    (version,) = spec["versions"]
+    assert version["storage"] and version["served"]
+    assert version["subresources"] == {"status": {}}
+    schema_ = version["schema"]["openAPIV3Schema"]
+    assert schema_["required"] == ["spec"]
+    rules = [r["rule"] for r in schema_["properties"]["spec"]["x-kubernetes-validations"]]
+    assert rules == ["self == oldSelf"]
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["Phase"] == ".status.phase"
+    assert columns["Database"] == ".spec.database"
+
+
+def test_a_field_keeps_its_types_rules_and_adds_its_own() -> None:
+    # spec.restore is a RestoreSource ("exactly one of backup or location") used immutably.
+    restore = schema()["properties"]["spec"]["properties"]["restore"]
+    rules = [r["rule"] for r in restore["x-kubernetes-validations"]]
+    assert "has(self.backup) != has(self.location)" in rules
+    assert "self == oldSelf" in rules

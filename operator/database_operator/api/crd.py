@@ -12,8 +12,15 @@ import copy
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from database_operator.api import v1beta1
+from database_operator.api.backup import (
+    BACKUP_KIND,
+    BACKUP_PLURAL,
+    DatabaseBackupSpec,
+    DatabaseBackupStatus,
+)
 from database_operator.api.models import (
     DATABASE_NAME_MAX_LENGTH,
     DATABASE_NAME_PATTERN,
@@ -30,6 +37,14 @@ from database_operator.webhooks import configuration as webhooks
 Schema = dict[str, Any]
 
 _DROP = {"title", "$defs"}
+VALIDATIONS = "x-kubernetes-validations"
+
+
+def _used(target: Schema, use: Schema) -> Schema:
+    """A type's schema as one field uses it: the field's keys win, but rules add up (the type's
+    own, e.g. "exactly one of", and the field's, e.g. "immutable")."""
+    rules = target.get(VALIDATIONS, []) + use.get(VALIDATIONS, [])
+    return {**target, **use, **({VALIDATIONS: rules} if rules else {})}
 
 
 def _structural(node: Schema, defs: dict[str, Schema]) -> Schema:
@@ -44,7 +59,7 @@ def _structural(node: Schema, defs: dict[str, Schema]) -> Schema:
     if "$ref" in node:
         target = _structural(defs[node.pop("$ref").split("/")[-1]], defs)
         # Keys next to the $ref (description, default) describe the use and win over the target's.
-        return {**target, **{k: v for k, v in _structural(node, defs).items() if k != "type"}}
+        return _used(target, {k: v for k, v in _structural(node, defs).items() if k != "type"})
 
     if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
         branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
@@ -52,7 +67,7 @@ def _structural(node: Schema, defs: dict[str, Schema]) -> Schema:
             raise ValueError(f"cannot make a structural schema of anyOf {branches}")
         if node.get("default", "unset") is None:
             node.pop("default")
-        return {**_structural(branches[0], defs), **node}
+        return _used(_structural(branches[0], defs), node)
 
     if node.get("default", "unset") is None:
         node.pop("default")
@@ -91,9 +106,7 @@ def _ordered(node: Any) -> Any:
     }
 
 
-def _schema_of(
-    model: type[DatabaseSpec] | type[DatabaseStatus] | type[v1beta1.DatabaseSpecV1beta1],
-) -> Schema:
+def _schema_of(model: type[BaseModel]) -> Schema:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     return _ordered(_structural(raw, raw.get("$defs", {})))  # type: ignore[no-any-return]
 
@@ -220,9 +233,75 @@ def crd() -> dict[str, Any]:
     }
 
 
+BACKUP_PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Database", "type": "string", "jsonPath": ".spec.database"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Size", "type": "integer", "format": "int64", "jsonPath": ".status.size"},
+    {"name": "Completed", "type": "date", "jsonPath": ".status.completedAt"},
+    {"name": "Location", "type": "string", "jsonPath": ".status.location", "priority": 1},
+    {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def backup_openapi_schema() -> Schema:
+    """The openAPIV3Schema of the DatabaseBackup CRD."""
+    return {
+        "type": "object",
+        "description": "A backup of a Database, taken by database-operator.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "APIVersion of the object."},
+            "kind": {"type": "string", "description": "Kind of the object."},
+            "metadata": {"type": "object"},
+            "spec": _schema_of(DatabaseBackupSpec),
+            "status": _schema_of(DatabaseBackupStatus),
+        },
+    }
+
+
+def backup_crd() -> dict[str, Any]:
+    """The DatabaseBackup CustomResourceDefinition: one version, stored as it is served."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{BACKUP_PLURAL}.{GROUP}",
+            "labels": {"app.kubernetes.io/name": "database-operator"},
+        },
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": BACKUP_KIND,
+                "listKind": f"{BACKUP_KIND}List",
+                "plural": BACKUP_PLURAL,
+                "singular": BACKUP_KIND.lower(),
+                "shortNames": ["dbbackup", "dbbackups"],
+                "categories": ["databases"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": backup_openapi_schema()},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": BACKUP_PRINTER_COLUMNS,
+                }
+            ],
+        },
+    }
+
+
 HEADER = "# Generated from the pydantic models by `make manifests`. Do not edit.\n"
 
 
 def crd_yaml() -> str:
-    """The CRD as the YAML that `make manifests` writes."""
+    """The Database CRD as the YAML that `make manifests` writes."""
     return HEADER + yaml.safe_dump(crd(), sort_keys=False, width=100)
+
+
+def backup_crd_yaml() -> str:
+    """The DatabaseBackup CRD as the YAML that `make manifests` writes."""
+    return HEADER + yaml.safe_dump(backup_crd(), sort_keys=False, width=100)

@@ -7,17 +7,38 @@ the API server enforces them; the models only carry them into the generated CRD.
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, JsonValue, WithJsonSchema
 
+from database_operator.api.backup import BackupPolicy, BackupRecord, RestoreRecord, RestoreSource
+from database_operator.api.common import (
+    DATABASE_NAME_MAX_LENGTH,
+    DATABASE_NAME_PATTERN,
+    GROUP,
+    NAME_PATTERN,
+    VERSION,
+    Condition,
+    ConditionStatus,
+    Resource,
+    _Model,
+    cel,
+)
 from database_operator.api.core import Affinity, Toleration, TopologySpreadConstraint
 from database_operator.engines import ENGINES, Engine
 
-GROUP = "databases.example.com"
+__all__ = [
+    "DATABASE_NAME_MAX_LENGTH",
+    "DATABASE_NAME_PATTERN",
+    "GROUP",
+    "NAME_PATTERN",
+    "VERSION",
+    "Condition",
+    "ConditionStatus",
+    "cel",
+]
+
 #: The label on each database pod that says whether it is the primary or a read replica.
 ROLE_LABEL = "databases.example.com/role"
 #: The label on a Database (and the operator copies it to its children) that assigns it to a
@@ -31,7 +52,6 @@ OWNED_POD_LABELS = (
     "app.kubernetes.io/managed-by",
     ROLE_LABEL,
 )
-VERSION = "v1"
 KIND = "Database"
 PLURAL = "databases"
 
@@ -53,39 +73,6 @@ Quantity = Annotated[
 
 #: An image tag: what `docker tag` accepts.
 TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
-#: A DNS-1123 subdomain: what Kubernetes accepts as an object name.
-NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-#: A Database's name becomes its Service's name, a DNS-1035 label: a letter first, then
-#: lowercase letters, digits and '-', no dots, a letter or digit last, at most 63 characters.
-#: Stricter than a custom resource's own name rule, so the schema checks it at admission.
-DATABASE_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-DATABASE_NAME_MAX_LENGTH = 63
-
-
-def cel(
-    rule: str, message: str, field_path: str | None = None, message_expression: str | None = None
-) -> dict[str, JsonValue]:
-    """One ``x-kubernetes-validations`` entry (``message_expression``: a CEL message that can
-    name the offending value; ``message`` is the fallback)."""
-    entry: dict[str, JsonValue] = {"rule": rule, "message": message}
-    if message_expression:
-        entry["messageExpression"] = message_expression
-    if field_path:
-        entry["fieldPath"] = field_path
-    return entry
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        use_enum_values=False,
-        extra="ignore",
-    )
-
-    def to_wire(self) -> dict[str, Any]:
-        """The object as the API server stores it (camelCase, unset fields left out)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class ServiceType(StrEnum):
@@ -226,6 +213,25 @@ class DatabaseSpec(_Model):
                     ".storage",
                 ),
                 *[_reserved_parameters_rule(engine) for engine in ENGINES],
+                cel(
+                    "has(self.restore) == has(oldSelf.restore)",
+                    "spec.restore is given when a Database is created, and kept: it cannot be "
+                    "added to a Database that exists (restore into a new one) or removed",
+                    ".restore",
+                ),
+                cel(
+                    "!has(self.restore) || has(self.storage)",
+                    "spec.restore needs spec.storage: the data is restored onto the Database's "
+                    "volume before its first pod starts",
+                    ".restore",
+                ),
+                cel(
+                    "!has(self.restore) || !has(self.restore.location) "
+                    "|| has(self.restore.destination) || has(self.backup)",
+                    "spec.restore.location needs restore.destination or spec.backup.destination: "
+                    "where the backup is stored",
+                    ".restore",
+                ),
             ]
         }
     )
@@ -346,6 +352,22 @@ class DatabaseSpec(_Model):
         default=None,
         description="Annotations on the Services, e.g. for a cloud load balancer.",
     )
+    backup: BackupPolicy | None = Field(
+        default=None,
+        description="Backups: where they are stored and, optionally, a schedule and how many "
+        "to keep. Take one on demand with a DatabaseBackup.",
+    )
+    restore: RestoreSource | None = Field(
+        default=None,
+        description="Create this Database from a backup: its data is restored onto the "
+        "volume before the first pod starts, so the Database is first Ready with it. Set at "
+        "creation only; needs spec.storage.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel("self == oldSelf", "spec.restore cannot change once the Database exists")
+            ]
+        },
+    )
 
 
 class Phase(StrEnum):
@@ -354,29 +376,6 @@ class Phase(StrEnum):
     DEGRADED = "Degraded"
     FAILED = "Failed"
     DELETING = "Deleting"
-
-
-class ConditionStatus(StrEnum):
-    TRUE = "True"
-    FALSE = "False"
-    UNKNOWN = "Unknown"
-
-
-class Condition(_Model):
-    """One aspect of the Database's state (metav1.Condition)."""
-
-    type: str = Field(
-        max_length=316, description="Type of the condition: Ready, Progressing or Degraded."
-    )
-    status: ConditionStatus = Field(description="True, False or Unknown.")
-    observed_generation: int | None = Field(
-        default=None, ge=0, description="The metadata.generation this condition was set for."
-    )
-    last_transition_time: datetime = Field(
-        description="When the status last changed from one value to another."
-    )
-    reason: str = Field(max_length=1024, description="Machine-readable CamelCase reason.")
-    message: str = Field(default="", max_length=32768, description="Human-readable details.")
 
 
 class Binding(_Model):
@@ -423,27 +422,27 @@ class DatabaseStatus(_Model):
     credentials_secret: str | None = Field(
         default=None, description="Name of the Secret that holds the credentials."
     )
+    last_successful_backup: BackupRecord | None = Field(
+        default=None, description="The newest DatabaseBackup of this Database that completed."
+    )
+    last_failed_backup: BackupRecord | None = Field(
+        default=None, description="The newest DatabaseBackup of this Database that failed."
+    )
+    restored_from: RestoreRecord | None = Field(
+        default=None, description="The backup this Database was created from (spec.restore)."
+    )
     conditions: list[Condition] | None = Field(
         default=None,
-        description="Ready, Progressing and Degraded.",
+        description="Ready, Progressing and Degraded; BackupHealthy with spec.backup.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
 
 
-class Database(_Model):
+class Database(Resource):
     """A database run by database-operator: a Deployment, a Service, a Secret and, with storage, a
     PersistentVolumeClaim."""
 
     api_version: str = f"{GROUP}/{VERSION}"
     kind: str = KIND
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: DatabaseSpec = Field(default_factory=DatabaseSpec)
     status: DatabaseStatus = Field(default_factory=DatabaseStatus)
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))
-
-    @property
-    def namespace(self) -> str:
-        return str(self.metadata.get("namespace", "default"))

@@ -15,16 +15,14 @@ from typing import Any
 from pydantic import ConfigDict, Field
 from pydantic.fields import FieldInfo
 
+from database_operator.api.common import NAME_PATTERN, _Model, cel
 from database_operator.api.models import (
-    NAME_PATTERN,
     CredentialsSecretRef,
     DatabaseSpec,
     DeletionPolicy,
     Quantity,
     ResourceRequirements,
     ServiceType,
-    _Model,
-    cel,
 )
 from database_operator.engines import ENGINES, Engine
 

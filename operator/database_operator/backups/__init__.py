@@ -1,0 +1,1 @@
+"""Backups and restore: schedules, retention, the Jobs' recipes and builders, their reconcile."""
