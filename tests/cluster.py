@@ -17,6 +17,7 @@ from tests.controlplane import ControlPlane, kubectl_process
 T = TypeVar("T")
 
 GROUP, VERSION, PLURAL = "databases.example.com", "v1", "databases"
+BACKUPS = "databasebackups"
 
 
 @dataclass
@@ -45,6 +46,10 @@ class Cluster:
     @property
     def apps(self) -> client.AppsV1Api:
         return client.AppsV1Api(self.api)
+
+    @property
+    def batch(self) -> client.BatchV1Api:
+        return client.BatchV1Api(self.api)
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
         """Run kubectl against this control plane and return its stdout."""
@@ -121,6 +126,50 @@ class Cluster:
     def patch_db(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self.custom.patch_namespaced_custom_object(  # type: ignore[no-any-return]
             GROUP, VERSION, namespace, PLURAL, name, patch
+        )
+
+    # --- DatabaseBackups ----------------------------------------------------------------------
+
+    def create_backup(self, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DatabaseBackup",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        return self.custom.create_namespaced_custom_object(  # type: ignore[no-any-return]
+            GROUP, VERSION, namespace, BACKUPS, body
+        )
+
+    def get_backup(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(  # type: ignore[no-any-return]
+            GROUP, VERSION, namespace, BACKUPS, name
+        )
+
+    def list_backups(self, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+        found = self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, BACKUPS, label_selector=selector
+        )
+        return list(found["items"])
+
+    def delete_backup(self, namespace: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, BACKUPS, name)
+
+    def backup_gone(self, namespace: str, name: str) -> bool:
+        try:
+            self.get_backup(namespace, name)
+        except client.ApiException as error:
+            if error.status == 404:
+                return True
+            raise
+        return False
+
+    def s3_credentials(self, namespace: str, name: str = "backup-credentials") -> None:
+        """A Secret with an S3 access key, as a user makes one for spec.backup.destination."""
+        self.create_secret(
+            namespace,
+            name,
+            {"AWS_ACCESS_KEY_ID": "backup-user", "AWS_SECRET_ACCESS_KEY": "not-a-real-secret"},
         )
 
 

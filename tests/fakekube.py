@@ -191,11 +191,13 @@ class FakeKube:
             return patched
         return self._written("PATCH", kind, name, patched)
 
-    async def patch_status(self, namespace: str, name: str, status: Manifest) -> Manifest:
-        self._check("PATCH", "Database/status")
-        current = self._existing("Database", namespace, name)
+    async def patch_status(
+        self, namespace: str, name: str, status: Manifest, kind: str = "Database"
+    ) -> Manifest:
+        self._check("PATCH", f"{kind}/status")
+        current = self._existing(kind, namespace, name)
         current["status"] = _merge(current.get("status") or {}, status)
-        return self._written("PATCH", "Database", name, current, what="Database/status")
+        return self._written("PATCH", kind, name, current, what=f"{kind}/status")
 
     async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool:
         self._check("DELETE", kind)

@@ -14,9 +14,10 @@ let it read every Secret of the cluster), so it reads the two it needs by name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
+from database_operator.api.models import KIND
 from database_operator.kube import Kube
 from database_operator.manifest import Key, Manifest
 from database_operator.ownership import owner_key
@@ -156,6 +157,11 @@ class CachedKube:
     async def get_live(self, kind: str, namespace: str, name: str) -> Manifest | None:
         return self._keep(await self.live.get(kind, namespace, name))
 
+    def list_pages(
+        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
+    ) -> AsyncIterator[list[Manifest]]:
+        return self.live.list_pages(kind, namespace, selector, limit)
+
     async def apply(self, manifest: Manifest, dry_run: bool = False) -> Manifest:
         applied = await self.live.apply(manifest, dry_run)
         return applied if dry_run else self._keep(applied) or applied
@@ -179,8 +185,10 @@ class CachedKube:
         patched = await self.live.json_patch(kind, namespace, name, operations, missing_ok)
         return self._keep(patched) or patched
 
-    async def patch_status(self, namespace: str, name: str, status: Manifest) -> Manifest:
-        return await self.live.patch_status(namespace, name, status)
+    async def patch_status(
+        self, namespace: str, name: str, status: Manifest, kind: str = KIND
+    ) -> Manifest:
+        return await self.live.patch_status(namespace, name, status, kind)
 
     async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool:
         deleted = await self.live.delete(kind, namespace, name, uid)

@@ -1,4 +1,4 @@
-"""`database-operator run | crd | render | version`."""
+"""`database-operator run | crd | render | version | agent`."""
 
 from __future__ import annotations
 
@@ -175,6 +175,9 @@ def parser() -> argparse.ArgumentParser:
         "--image-registries", help="comma-separated registry prefixes images must start with"
     )
     run.add_argument(
+        "--agent-image", help="image of the backup, restore and delete Jobs' agent (ours)"
+    )
+    run.add_argument(
         "--tracing",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -193,10 +196,23 @@ def parser() -> argparse.ArgumentParser:
         "crd", help="print the Database CRD generated from the API models"
     ).set_defaults(func=_crd)
     commands.add_parser("version", help="print the version").set_defaults(func=_version)
+    commands.add_parser(
+        "agent",
+        help="store, fetch or delete a backup (what the backup Jobs run; "
+        "`database-operator agent --help`)",
+        add_help=False,
+    )
     return root
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["agent"]:
+        # The backup Jobs' agent (backups/agent.py) has its own command line; it imports only
+        # what it needs, so a Job's container starts fast.
+        from database_operator.backups import agent
+
+        return agent.main(argv[1:])
     args = parser().parse_args(argv)
     return int(args.func(args))
 

@@ -12,6 +12,8 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from database_operator import __version__
+
 ENV_PREFIX = "DATABASE_OPERATOR_"
 #: Characters that make a namespace setting a pattern rather than a name.
 GLOB_CHARACTERS = frozenset("*?[]!")
@@ -139,6 +141,13 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Registry prefixes a Database's image must start with, comma-separated "
         "(e.g. registry.example.com/,docker.io/library/); empty allows any.",
+    )
+
+    agent_image: str = Field(
+        default=f"ghcr.io/example/database-operator:{__version__}",
+        min_length=1,
+        description="Image of the backup, restore and delete Jobs' agent: the operator's own "
+        "(the chart sets the image it runs).",
     )
 
     @field_validator("namespaces", "image_registries", mode="before")

@@ -21,16 +21,19 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from database_operator import tracing
+from database_operator.api.backup import BACKUP_KIND
 from database_operator.api.models import KIND, Database
+from database_operator.backups.controller import BackupController, work_on
 from database_operator.cache import CachedKube, ObjectCache, newer, stripped, version
 from database_operator.config import Settings, is_exact
 from database_operator.kube import ApiError, Kube
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
-from database_operator.metrics import Metrics
-from database_operator.ownership import owner_key
+from database_operator.metrics import BackupFacts, Metrics
+from database_operator.ownership import controller_of, owner_key
 from database_operator.reasons import Problem, Reason
 from database_operator.reconcile import (
     Clock,
@@ -59,10 +62,12 @@ RESYNC_JITTER = 0.1
 #: What a watch event's type means for the log's "trigger".
 TRIGGERS = {None: "resume", "ADDED": "create", "MODIFIED": "update"}
 #: Triggers that ask for a reconcile whatever the caches say: the periodic one, a retry after
-#: a failure, the first look after a start, and the audit's (what the cache lacked).
-SCHEDULED = frozenset({"resync", "retry", "resume", "audit"})
+#: a failure, the first look after a start, the audit's (what the cache lacked), and a backup
+#: schedule's due time.
+SCHEDULED = frozenset({"resync", "retry", "resume", "audit", "schedule"})
 #: The children the watches deliver whole (by our label): read from the cache, not the server.
-WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim")
+#: Jobs take and restore backups.
+WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim", "Job")
 
 
 def span_attributes(key: Key, body: Manifest, trigger: str) -> dict[str, str | int]:
@@ -97,10 +102,23 @@ class Controller:
     #: Set while this operator may act (always, unless peering pauses it: see standby.py).
     active: asyncio.Event = field(default_factory=asyncio.Event)
     now: Clock = system_clock
+    #: The DatabaseBackups' own loop: it shares the client, the caches and the pause.
+    backups: BackupController = field(init=False)
 
     def __post_init__(self) -> None:
         self.queue = WorkQueue(base_delay=RETRY_BASE_S, max_delay=self.settings.retry_max_delay)
         self.client = CachedKube(self.kube, self.children)
+        self.backups = BackupController(
+            self.kube,
+            self.client,
+            self.settings,
+            self.metrics,
+            self.events_for,
+            self.databases,
+            self.wake,
+            self.active,
+            now=self.now,
+        )
         # The gauge follows the gate itself, read at scrape time from the metrics thread (an
         # Event's flag is a plain bool: the read needs no lock).
         self.metrics.active.set_function(lambda: float(self.active.is_set()))
@@ -116,15 +134,22 @@ class Controller:
             return
         if self.remember(body):
             self.queue.add(key, TRIGGERS.get(event_type, "update"))
+            self.backups.database_changed(key)
 
     def child_event(self, event_type: str | None, body: Manifest) -> None:
-        """A watched child's event: cache it, and wake its Database if it changed."""
+        """A watched child's event: cache it, and wake its Database (or, for a backup's Job,
+        its DatabaseBackup) if it changed."""
         if event_type == "DELETED":
             changed = self.children.discard(body)
         else:
             changed = self.children.put(body)
-        owner = owner_key(body)
-        if changed and owner is not None:
+        if not changed:
+            return
+        controller = controller_of(body) or {}
+        if controller.get("kind") == BACKUP_KIND:
+            namespace = str(body["metadata"].get("namespace", ""))
+            self.backups.wake((namespace, str(controller.get("name"))), str(body.get("kind")))
+        elif (owner := owner_key(body)) is not None:
             self.wake(owner, str(body.get("kind", "child")))
 
     def wake(self, key: Key, trigger: str) -> None:
@@ -147,20 +172,28 @@ class Controller:
         """Start ``workers`` tasks on the queue and the audit of the caches, now (before Kopf
         starts: Kopf waits at exit for tasks started after it, and these stop only when told
         to)."""
-        tasks = [asyncio.create_task(self._work(), name=f"reconciler-{i}") for i in range(workers)]
-        return [*tasks, asyncio.create_task(self._audit_every_period(), name="audit")]
+        tasks = [
+            asyncio.create_task(
+                work_on(self.queue, self.active, self.process), name=f"reconciler-{i}"
+            )
+            for i in range(workers)
+        ]
+        audit = asyncio.create_task(self._audit_every_period(), name="audit")
+        return [*tasks, *self.backups.start(), audit]
 
     # --- the caches: filled at start, audited every period ----------------------------------
 
     async def prime(self) -> None:
-        """Fill the children's cache with one listing per kind, before the first reconcile: a
-        restart then reads no child it already knows of."""
+        """Fill the children's cache with one listing per kind, and the backups' index, before
+        the first reconcile: a restart then reads no child it already knows of, and no status
+        loses the backups it names."""
         for namespace in self._audited_namespaces():
             for kind in WATCHED_CHILDREN:
                 selector = child_selector(self.settings)
                 async for page in self.kube.list_pages(kind, namespace, selector):
                     for obj in page:
                         self.children.put(obj)
+        await self.backups.prime(self._audited_namespaces())
 
     async def _audit_every_period(self) -> None:
         interval = self.settings.resync_interval
@@ -185,6 +218,7 @@ class Controller:
             await self._audit_databases(namespace)
             for kind in WATCHED_CHILDREN:
                 await self._audit_children(kind, namespace)
+            await self.backups.audit(namespace)
 
     def _audited_namespaces(self) -> list[str | None]:
         namespaces = self.settings.namespaces
@@ -223,8 +257,9 @@ class Controller:
                     self.wake(owner, "audit")
 
     async def stop(self, tasks: list[asyncio.Task[None]]) -> None:
-        """Stop the workers: a reconcile in progress is cancelled, the queue is dropped."""
+        """Stop the workers: a reconcile in progress is cancelled, the queues are dropped."""
         self.queue.shut_down()
+        self.backups.queue.shut_down()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -236,21 +271,6 @@ class Controller:
             await asyncio.gather(*tasks)
         finally:
             await self.stop(tasks)
-
-    async def _work(self) -> None:
-        while True:
-            await self.active.wait()
-            item = await self.queue.get()
-            if item is None:
-                return
-            key, trigger = item
-            try:
-                if self.active.is_set():
-                    await self.process(key, trigger)
-                else:  # paused while waiting: leave it for when this operator is active again
-                    self.queue.add(key, trigger)
-            finally:
-                self.queue.done(key)
 
     async def process(self, key: Key, trigger: str) -> Result | None:
         """Reconcile (or finalize) one Database; never raises: failures are retried."""
@@ -287,7 +307,7 @@ class Controller:
             if result.gone:
                 self._forget(key)
                 return result
-            self._schedule_resync(key)
+            self._schedule_resync(key, result.next_backup)
             self._record(key, trigger, result, started)
             self.settled[key] = self._versions(key, self.databases.get(key, body))
             return result
@@ -299,18 +319,30 @@ class Controller:
         return error.status == 404 and error.path.startswith(Kube.path(KIND, *key))
 
     def _versions(self, key: Key, body: Manifest) -> object:
-        return (body["metadata"].get("resourceVersion"), self.children.versions_of(key))
+        return (
+            body["metadata"].get("resourceVersion"),
+            self.children.versions_of(key),
+            self.backups.index.versions_of(key),
+        )
 
     def _forget(self, key: Key) -> None:
         self.settled.pop(key, None)
         self.databases.pop(key, None)
         self.queue.discard(key)
         self.metrics.phases.forget(*key)
+        self.metrics.backups.forget(*key)
 
-    def _schedule_resync(self, key: Key) -> None:
+    def _schedule_resync(self, key: Key, backup_due: datetime | None = None) -> None:
+        """The next periodic look, or the backup schedule's next due time if that comes first."""
         interval = self.settings.resync_interval
         jitter = random.uniform(-RESYNC_JITTER, RESYNC_JITTER)  # noqa: S311 - not for secrets
-        self.queue.schedule(key, interval * (1 + jitter), "resync")
+        delay = interval * (1 + jitter)
+        if backup_due is not None:
+            until = (backup_due - self.now()).total_seconds()
+            if until < delay:
+                self.queue.schedule(key, max(0.0, until), "schedule")
+                return
+        self.queue.schedule(key, delay, "resync")
 
     async def _reconcile(self, key: Key, body: Manifest) -> Result:
         confirmed = False
@@ -320,10 +352,17 @@ class Controller:
             confirmed = True  # the API server just answered with it: it exists
         with self.metrics.reconcile_duration.time():
             result = await reconcile(
-                self.client, body, self.events_for(body), self.now, confirmed=confirmed
+                self.client,
+                body,
+                self.events_for(body),
+                self.now,
+                confirmed=confirmed,
+                backups=self.backups.index.view(key),
+                agent_image=self.settings.agent_image,
             )
         if result.body:
             self.remember(result.body)
+            self.backups.database_changed(key)  # e.g. now Active: its waiting backups can run
         return result
 
     async def _finalize(self, key: Key, body: Manifest) -> None:
@@ -380,12 +419,24 @@ class Controller:
         for kind in result.drift:
             metrics.drift_corrections.labels(kind).inc()
         metrics.phases.set(*key, str(result.status.phase) if result.status.phase else None)
+        if result.backups is not None:
+            summary = result.backups
+            metrics.backups.set(
+                *key,
+                BackupFacts(
+                    summary.last_success.time.timestamp() if summary.last_success else None,
+                    summary.last_failure.time.timestamp() if summary.last_failure else None,
+                    summary.period.total_seconds() if summary.period else None,
+                ),
+            )
         changed = bool(
             result.created
             or result.corrected
             or result.status_written
             or result.taken_back
             or result.removed
+            or result.backups_created
+            or result.backups_deleted
         )
         # A resync that found nothing to do is routine: DEBUG, so INFO logs show only changes.
         get_logger().log(
@@ -401,6 +452,8 @@ class Controller:
             lists_taken_back=result.taken_back,
             children_removed=result.removed,
             children_recreated=result.recreated,
+            backups_created=result.backups_created,
+            backups_deleted=result.backups_deleted,
             status_written=result.status_written,
             duration_s=round(time.monotonic() - started, 4),
             generation=result.status.observed_generation,

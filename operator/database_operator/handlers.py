@@ -1,10 +1,10 @@
 """Kopf wiring only: which watch events reach the controller, and Kopf's own settings.
 
-Kopf watches (Databases; Deployments, Services and claims selected by our label on the server;
-with a shard, only that shard's), logs in, runs peering and probes. Every event only feeds the
-controller's caches and queue (controller.py), which reconciles: no Kopf change handlers, so
-Kopf writes nothing on the Databases itself — no progress or diff-base annotations, no
-finalizer of its own.
+Kopf watches (Databases and DatabaseBackups; Deployments, Services, claims and Jobs selected by
+our label on the server; with a shard, only that shard's), logs in, runs peering and probes.
+Every event only feeds the controller's caches and queues (controller.py), which reconcile: no
+Kopf change handlers, so Kopf writes nothing on the Databases itself — no progress or diff-base
+annotations, no finalizer of its own.
 
 The children's cache is filled by one listing per kind before the workers start
 (controller.prime), so the first reconcile after a start already sees every child; the watch
@@ -19,6 +19,7 @@ from typing import Any
 
 import kopf
 
+from database_operator.api.backup import BACKUP_PLURAL
 from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.config import Settings, is_exact
 from database_operator.controller import Controller
@@ -33,6 +34,7 @@ CHILD_RESOURCES = (
     ("apps", "v1", "deployments"),
     ("", "v1", "services"),
     ("", "v1", "persistentvolumeclaims"),
+    ("batch", "v1", "jobs"),
 )
 #: Kopf removes its finalizer from any object no handler of its needs it for. Ours
 #: (reconcile.FINALIZER) is managed by the controller, so Kopf's is set to one it never adds.
@@ -70,7 +72,9 @@ def configure_kopf(
     settings.persistence.finalizer = KOPF_FINALIZER
     settings.persistence.diffbase_storage = NoDiffBase()
     if (databases := database_selector(ours)) is not None:
+        # A shard's DatabaseBackups carry its label too (its schedule puts it on them).
         settings.watching.label_selectors[GROUP, VERSION, PLURAL] = databases
+        settings.watching.label_selectors[GROUP, VERSION, BACKUP_PLURAL] = databases
     for group, version, plural in CHILD_RESOURCES:
         settings.watching.label_selectors[group, version, plural] = child_selector(ours)
     settings.watching.chunk_size = LIST_CHUNK
@@ -142,6 +146,10 @@ def register(
     @kopf.on.event(GROUP, VERSION, PLURAL, id="databases", registry=registry)
     async def on_database(event: kopf.RawEvent, **_: Any) -> None:
         controller.observe(event.get("type"), dict(event["object"]))
+
+    @kopf.on.event(GROUP, VERSION, BACKUP_PLURAL, id="databasebackups", registry=registry)
+    async def on_backup(event: kopf.RawEvent, **_: Any) -> None:
+        controller.backups.observe(event.get("type"), dict(event["object"]))
 
     async def on_child(event: kopf.RawEvent, **_: Any) -> None:
         controller.child_event(event.get("type"), dict(event["object"]))

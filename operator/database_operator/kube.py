@@ -22,7 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from database_operator import tracing
-from database_operator.api.models import GROUP, PLURAL, VERSION
+from database_operator.api.backup import BACKUP_PLURAL
+from database_operator.api.models import GROUP, KIND, PLURAL, VERSION
 from database_operator.manifest import Manifest
 
 FIELD_MANAGER = "database-operator"
@@ -34,7 +35,11 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims"),
     "Deployment": ("/apis/apps/v1", "deployments"),
     "Database": (f"/apis/{GROUP}/{VERSION}", PLURAL),
+    "DatabaseBackup": (f"/apis/{GROUP}/{VERSION}", BACKUP_PLURAL),
     "Event": ("/api/v1", "events"),
+    # Backups and restores run in Jobs; the results their agents report are read from the pods.
+    "Job": ("/apis/batch/v1", "jobs"),
+    "Pod": ("/api/v1", "pods"),
     # What the webhooks read (a namespace's quota) and write (their own registration).
     "Namespace": ("/api/v1", "namespaces"),
     "ValidatingWebhookConfiguration": (
@@ -96,7 +101,7 @@ class ApiError(Exception):
         return self.status in RETRYABLE or self.forbidden
 
 
-def _api_error(error: Exception, verb: str, path: str) -> ApiError:
+def api_error(error: Exception, verb: str, path: str) -> ApiError:
     if isinstance(error, ApiException):
         message = str(error.reason)
         with contextlib.suppress(ValueError, AttributeError):
@@ -129,6 +134,9 @@ class KubeApi(Protocol):
 
     async def get(self, kind: str, namespace: str, name: str) -> Manifest | None: ...
     async def get_live(self, kind: str, namespace: str, name: str) -> Manifest | None: ...
+    def list_pages(
+        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
+    ) -> AsyncIterator[list[Manifest]]: ...
     async def apply(self, manifest: Manifest, dry_run: bool = False) -> Manifest: ...
     async def create(self, manifest: Manifest, exist_ok: bool = False) -> Manifest | None: ...
     async def merge_patch(
@@ -142,7 +150,9 @@ class KubeApi(Protocol):
         operations: list[Manifest],
         missing_ok: bool = False,
     ) -> Manifest: ...
-    async def patch_status(self, namespace: str, name: str, status: Manifest) -> Manifest: ...
+    async def patch_status(
+        self, namespace: str, name: str, status: Manifest, kind: str = KIND
+    ) -> Manifest: ...
     async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool: ...
 
 
@@ -225,7 +235,7 @@ class Kube:
                 _request_timeout=30,
             )
         except (ApiException, HTTPError, OSError) as raw:
-            error = _api_error(raw, verb, path)
+            error = api_error(raw, verb, path)
             if self.on_error is not None and error.status not in expected:
                 self.on_error(error)
             raise error from raw
@@ -317,15 +327,17 @@ class Kube:
             version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
         return items, version
 
-    async def serves(self, group_version: str) -> bool:
-        """Whether the API server serves ``group/version`` yet (a new CRD takes a moment)."""
+    async def serves(self, group_version: str, resources: tuple[str, ...] = ()) -> bool:
+        """Whether the API server serves ``group/version`` yet, with each of ``resources`` (a new
+        CRD takes a moment; two CRDs of one group appear one after the other)."""
         try:
-            await self._acall("GET", f"/apis/{group_version}", expected=(404,))
+            found = await self._acall("GET", f"/apis/{group_version}", expected=(404,))
         except ApiError as error:
             if error.status == 404:
                 return False
             raise
-        return True
+        served = {resource.get("name") for resource in found.get("resources") or []}
+        return all(resource in served for resource in resources)
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -403,9 +415,11 @@ class Kube:
                 return {}
             raise
 
-    async def patch_status(self, namespace: str, name: str, status: Manifest) -> Manifest:
-        """Merge-patch the Database's status through the status subresource."""
-        return await self.merge_patch("Database", namespace, name, {"status": status}, "status")
+    async def patch_status(
+        self, namespace: str, name: str, status: Manifest, kind: str = KIND
+    ) -> Manifest:
+        """Merge-patch a Database's (or another kind's) status through the status subresource."""
+        return await self.merge_patch(kind, namespace, name, {"status": status}, "status")
 
     async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool:
         """Delete the object with this uid (never a namesake created since); False if gone."""

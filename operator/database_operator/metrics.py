@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from prometheus_client import (
     CollectorRegistry,
@@ -24,11 +25,16 @@ from prometheus_client.registry import Collector
 
 from database_operator import __version__
 from database_operator.api.models import Phase
+from database_operator.engines import Engine
 
 PREFIX = "database_operator"
 #: Reconciles take milliseconds to a few seconds; a slow API server shows in the upper buckets.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RESULTS = ("success", "failed", "paused", "error")
+#: A backup takes seconds (a small database) to hours.
+BACKUP_DURATION_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0)
+#: 1 MiB to 1 TiB, by 4s.
+BACKUP_SIZE_BUCKETS = tuple(float(2**20 * 4**power) for power in range(11))
 CHILD_KINDS = ("Secret", "Deployment", "Service", "PersistentVolumeClaim")
 DROP_REASONS = ("queue_full", "export_failed")
 
@@ -60,6 +66,63 @@ class _PhaseCollector(Collector):
         for phase in Phase:
             gauge.add_metric([phase.value], phases.count(phase.value))
         yield gauge
+
+
+@dataclass(frozen=True)
+class BackupFacts:
+    """What the backup gauges say of one Database (None: there is nothing to say)."""
+
+    last_success: float | None = None
+    last_failure: float | None = None
+    period: float | None = None
+
+
+class _BackupCollector(Collector):
+    """The per-Database backup gauges, computed at scrape time from what each Database's last
+    reconcile found (so deletes and restarts keep them right, as for the phases)."""
+
+    def __init__(self) -> None:
+        self._facts: dict[tuple[str, str], BackupFacts] = {}
+        self._lock = threading.Lock()
+
+    def set(self, namespace: str, name: str, facts: BackupFacts | None) -> None:
+        with self._lock:
+            if facts is None or facts == BackupFacts():
+                self._facts.pop((namespace, name), None)
+            else:
+                self._facts[(namespace, name)] = facts
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.set(namespace, name, None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            facts = dict(self._facts)
+        labels = ["namespace", "database"]
+        gauges = {
+            "last_success": GaugeMetricFamily(
+                f"{PREFIX}_backup_last_success_timestamp_seconds",
+                "When the newest backup of the Database completed (Unix time).",
+                labels=labels,
+            ),
+            "last_failure": GaugeMetricFamily(
+                f"{PREFIX}_backup_last_failure_timestamp_seconds",
+                "When the newest failed backup of the Database failed (Unix time).",
+                labels=labels,
+            ),
+            "period": GaugeMetricFamily(
+                f"{PREFIX}_backup_schedule_period_seconds",
+                "The period of the Database's backup schedule now (absent: no schedule, or "
+                "suspended).",
+                labels=labels,
+            ),
+        }
+        for (namespace, name), fact in sorted(facts.items()):
+            for attribute, gauge in gauges.items():
+                value = getattr(fact, attribute)
+                if value is not None:
+                    gauge.add_metric([namespace, name], value)
+        yield from gauges.values()
 
 
 class _BuildInfo(Collector):
@@ -122,6 +185,28 @@ class Metrics:
         )
         self.phases = _PhaseCollector()
         self.registry.register(self.phases)
+        self.backup_duration = Histogram(
+            f"{PREFIX}_backup_duration_seconds",
+            "Time from a backup's start to its completion, by engine.",
+            ["engine"],
+            buckets=BACKUP_DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.backup_size = Histogram(
+            f"{PREFIX}_backup_size_bytes",
+            "Size of the completed backups, by engine.",
+            ["engine"],
+            buckets=BACKUP_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.backup_failures = Counter(
+            f"{PREFIX}_backup_failures",
+            "Backups that failed, by reason (the DatabaseBackup's condition reason).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.backups = _BackupCollector()
+        self.registry.register(self.backups)
         self.registry.register(_BuildInfo())
         # Known label values start at zero, so rate() and absent() behave from the first scrape.
         for result in RESULTS:
@@ -130,6 +215,9 @@ class Metrics:
             self.drift_corrections.labels(kind)
         for reason in DROP_REASONS:
             self.spans_dropped.labels(reason)
+        for engine in Engine:
+            self.backup_duration.labels(engine.value)
+            self.backup_size.labels(engine.value)
 
     def serve(self, port: int, address: str = "0.0.0.0") -> None:  # noqa: S104 - a pod's port
         """Serve /metrics from a background thread."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from database_operator.api.backup import BACKUP_PLURAL
 from database_operator.api.models import GROUP, PLURAL
 from database_operator.webhooks import configuration as webhooks
 
@@ -46,8 +47,28 @@ NAMESPACED_RULES: list[Rule] = [
     # every Secret in its namespaces); deleted only with deletionPolicy Delete. The connection
     # Secret is a child too.
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch", "delete"]},
-    # Kubernetes Events on Databases (the operator posts them).
+    # Kubernetes Events on Databases and DatabaseBackups (the operator posts them).
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # DatabaseBackups: watched and reconciled; the schedule creates them, retention deletes
+    # them, and the operator patches their metadata (its finalizer: their data goes first).
+    {
+        "apiGroups": [GROUP],
+        "resources": [BACKUP_PLURAL],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
+    {"apiGroups": [GROUP], "resources": [f"{BACKUP_PLURAL}/status"], "verbs": ["get", "patch"]},
+    # Their Jobs carry an owner reference with blockOwnerDeletion.
+    {"apiGroups": [GROUP], "resources": [f"{BACKUP_PLURAL}/finalizers"], "verbs": ["update"]},
+    # Backups, restores and the deletion of a backup's data run in Jobs (watched like the other
+    # children); a running backup Job is deleted when its DatabaseBackup is.
+    {
+        "apiGroups": ["batch"],
+        "resources": ["jobs"],
+        "verbs": ["get", "list", "watch", "create", "delete"],
+    },
+    # What a finished Job's agent stored, or why it failed, is in its pod's termination
+    # message: listed by the Job's label, once per Job. Read only.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
 ]
 
 #: Extra rules when the operator watches every namespace (a ClusterRole).
@@ -116,12 +137,12 @@ WEBHOOK_SECRET_CREATE_RULE: Rule = {
 #: these labels (their aggregationRule), so namespace admins, editors and viewers (RoleBindings
 #: to admin/edit/view) can manage or read Databases without a role of ours to bind.
 AGGREGATE_LABEL = "rbac.authorization.k8s.io/aggregate-to-{role}"
-#: admin and edit: everything a user does to Databases (kubectl scale too), but never their
-#: status, which only the operator writes.
+#: admin and edit: everything a user does to Databases (kubectl scale too) and DatabaseBackups
+#: (take one, delete one), but never their status, which only the operator writes.
 AGGREGATE_EDIT_RULES: list[Rule] = [
     {
         "apiGroups": [GROUP],
-        "resources": [PLURAL],
+        "resources": [PLURAL, BACKUP_PLURAL],
         "verbs": [
             "create",
             "delete",
@@ -135,12 +156,12 @@ AGGREGATE_EDIT_RULES: list[Rule] = [
     },
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/scale"], "verbs": ["get", "patch", "update"]},
 ]
-#: view: read Databases and their status. Kubernetes' view role is itself aggregated into edit,
-#: and edit into admin, so these reach all three.
+#: view: read Databases, DatabaseBackups and their status. Kubernetes' view role is itself
+#: aggregated into edit, and edit into admin, so these reach all three.
 AGGREGATE_VIEW_RULES: list[Rule] = [
     {
         "apiGroups": [GROUP],
-        "resources": [PLURAL, f"{PLURAL}/status"],
+        "resources": [PLURAL, f"{PLURAL}/status", BACKUP_PLURAL, f"{BACKUP_PLURAL}/status"],
         "verbs": ["get", "list", "watch"],
     },
 ]
@@ -289,7 +310,12 @@ SMOKE_NAMESPACE = "database-operator-smoke"
 #: uninstall drops.
 MANAGE = ["get", "list", "watch", "create", "update", "patch", "delete"]
 #: The CRDs the chart installs (crds.enabled), named after the CRDs themselves.
-CHART_CRDS = [f"{PLURAL}.{GROUP}", "kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"]
+CHART_CRDS = [
+    f"{PLURAL}.{GROUP}",
+    f"{BACKUP_PLURAL}.{GROUP}",
+    "kopfpeerings.kopf.dev",
+    "clusterkopfpeerings.kopf.dev",
+]
 
 
 def _changes(api_group: str, resources: list[str], names: list[str]) -> list[Rule]:
@@ -392,7 +418,7 @@ def deployer_namespaced_rules(fullname: str = DEPLOYER_RELEASE) -> list[Rule]:
             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": MANAGE},
             {
                 "apiGroups": ["monitoring.coreos.com"],
-                "resources": ["servicemonitors"],
+                "resources": ["servicemonitors", "prometheusrules"],
                 "verbs": MANAGE,
             },
             {

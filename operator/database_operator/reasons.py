@@ -34,6 +34,28 @@ class Reason(StrEnum):
     SECRET_REJECTED = "SecretRejected"
     PERSISTENT_VOLUME_CLAIM_REJECTED = "PersistentVolumeClaimRejected"
     RECONCILE_ERROR = "ReconcileError"
+    # Restoring a new Database from a backup (spec.restore).
+    RESTORING = "Restoring"
+    RESTORE_FAILED = "RestoreFailed"
+    RESTORE_SOURCE_NOT_FOUND = "RestoreSourceNotFound"
+    RESTORE_SOURCE_NOT_COMPLETED = "RestoreSourceNotCompleted"
+    RESTORE_SOURCE_INCOMPATIBLE = "RestoreSourceIncompatible"
+    # A Database's BackupHealthy condition (spec.backup).
+    LAST_BACKUP_SUCCEEDED = "LastBackupSucceeded"
+    LAST_BACKUP_FAILED = "LastBackupFailed"
+    NO_RECENT_BACKUP = "NoRecentBackup"
+    NO_BACKUP_YET = "NoBackupYet"
+    BACKUPS_SUSPENDED = "BackupsSuspended"
+    # A DatabaseBackup's Completed and Failed conditions.
+    WAITING_FOR_DATABASE = "WaitingForDatabase"
+    BACKUP_RUNNING = "BackupRunning"
+    BACKUP_COMPLETED = "BackupCompleted"
+    DATABASE_NOT_FOUND = "DatabaseNotFound"
+    DATABASE_SCALED_TO_ZERO = "DatabaseScaledToZero"
+    NO_DESTINATION = "NoDestination"
+    DESTINATION_NOT_FOUND = "DestinationNotFound"
+    BACKUP_JOB_FAILED = "BackupJobFailed"
+    BACKUP_JOB_LOST = "BackupJobLost"
 
 
 @dataclass(frozen=True)
@@ -162,6 +184,111 @@ EXPLAINED: dict[Reason, Explanation] = {
         "0.5 s to `--retry-max-delay` (60 s), for as long as it fails",
         "the message has the failing call; check the operator's RBAC and log (`reconcile "
         "failed` lines carry `error`, `failures` and `retry_in_s`)",
+    ),
+    Reason.RESTORING: Explanation(
+        "Ready False, Progressing True, phase Pending",
+        "`spec.restore`: the Job `<name>-restore` is putting the backup onto the volume; no "
+        "Deployment exists until it succeeds",
+        "wait; `kubectl logs job/NAME-restore --all-containers`",
+    ),
+    Reason.RESTORE_FAILED: Explanation(
+        "Ready False, phase Failed",
+        "the restore Job failed: the backup could not be fetched, was corrupt or truncated (its "
+        "checksum did not match: it is not restored), or the engine could not load it; the "
+        "message has the Job's words",
+        "[Restoring a backup](#restoring-a-backup): fix the cause, then delete the claim "
+        "`<name>-data` and the Job `<name>-restore` to try again on a new volume",
+    ),
+    Reason.RESTORE_SOURCE_NOT_FOUND: Explanation(
+        "Ready False, phase Failed",
+        "`spec.restore.backup` names a DatabaseBackup that does not exist, or the destination "
+        "of `restore.location` (its Secret or claim) does not exist",
+        "create it, or delete the Database and create it with the right source",
+    ),
+    Reason.RESTORE_SOURCE_NOT_COMPLETED: Explanation(
+        "Ready False, phase Failed (Pending while the backup still runs)",
+        "the DatabaseBackup named by `spec.restore.backup` failed: there is nothing to restore",
+        "restore from another backup (`kubectl get dbbackup`)",
+    ),
+    Reason.RESTORE_SOURCE_INCOMPATIBLE: Explanation(
+        "Ready False, phase Failed",
+        "the backup is of another engine, or of a newer major version than `spec.version` "
+        "(an engine cannot read what a newer major wrote)",
+        "create the Database with the backup's engine and its major version or a later one",
+    ),
+    Reason.LAST_BACKUP_SUCCEEDED: Explanation(
+        "BackupHealthy True", "the newest backup completed (and, with a schedule, recently)", "—"
+    ),
+    Reason.LAST_BACKUP_FAILED: Explanation(
+        "BackupHealthy False",
+        "the newest backup (with a schedule: the newest scheduled one) failed; the message "
+        "names it and says why",
+        "`kubectl describe dbbackup NAME`, `kubectl logs job/NAME --all-containers`; see "
+        "[Backups](#backups)",
+    ),
+    Reason.NO_RECENT_BACKUP: Explanation(
+        "BackupHealthy False",
+        "no backup has completed within two periods of `spec.backup.schedule`",
+        "see the DatabaseBackups (`kubectl get dbbackup -l databases.example.com/database=NAME`) "
+        "and the operator's log",
+    ),
+    Reason.NO_BACKUP_YET: Explanation(
+        "BackupHealthy Unknown", "no backup of this Database has finished yet", "—"
+    ),
+    Reason.BACKUPS_SUSPENDED: Explanation(
+        "BackupHealthy False",
+        "`spec.backup.suspend: true`: the schedule takes no backups",
+        "set `suspend: false`",
+    ),
+    Reason.WAITING_FOR_DATABASE: Explanation(
+        "DatabaseBackup Completed False, phase Pending",
+        "the Database's primary is not ready (or it is being restored): the backup starts "
+        "when it is",
+        "see the Database's conditions",
+    ),
+    Reason.BACKUP_RUNNING: Explanation(
+        "DatabaseBackup Completed False, phase Running",
+        "its Job is taking the backup",
+        "`kubectl logs job/NAME --all-containers`",
+    ),
+    Reason.BACKUP_COMPLETED: Explanation(
+        "DatabaseBackup Completed True",
+        "the backup is stored with its checksum (status.location, .size, .checksum)",
+        "—",
+    ),
+    Reason.DATABASE_NOT_FOUND: Explanation(
+        "DatabaseBackup Failed True",
+        "`spec.database` names no Database in the namespace (or one being deleted)",
+        "create a DatabaseBackup of an existing Database",
+    ),
+    Reason.DATABASE_SCALED_TO_ZERO: Explanation(
+        "DatabaseBackup Failed True",
+        "the Database hibernates (`replicas: 0`): no server runs to take a backup from",
+        "scale it up, then create a new DatabaseBackup",
+    ),
+    Reason.NO_DESTINATION: Explanation(
+        "DatabaseBackup Failed True",
+        "neither the DatabaseBackup's `spec.destination` nor the Database's "
+        "`spec.backup.destination` says where to store it",
+        "set one and create a new DatabaseBackup",
+    ),
+    Reason.DESTINATION_NOT_FOUND: Explanation(
+        "DatabaseBackup Failed True; Database phase Failed (a restore)",
+        "the destination's credentials Secret (or its keys), CA Secret or claim does not "
+        "exist: a Job could never start",
+        "create it (the message names it) and create a new DatabaseBackup",
+    ),
+    Reason.BACKUP_JOB_FAILED: Explanation(
+        "DatabaseBackup Failed True",
+        "the backup Job failed; the message has its containers' last words (e.g. the dump "
+        "could not connect, the bucket refused the upload)",
+        "`kubectl logs job/NAME --all-containers`; fix the cause, create a new DatabaseBackup",
+    ),
+    Reason.BACKUP_JOB_LOST: Explanation(
+        "DatabaseBackup Failed True",
+        "the backup's Job was deleted before it finished, or succeeded without reporting "
+        "what it stored",
+        "create a new DatabaseBackup",
     ),
 }
 

@@ -16,7 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from database_operator import desired, tracing
+from database_operator.api.backup import RestoreRecord
 from database_operator.api.models import KIND, Database, DatabaseStatus, DeletionPolicy, Phase
+from database_operator.backups import restore, schedule, state
+from database_operator.backups.state import Backups, BackupSummary
 from database_operator.compare import covers, list_takebacks, needs_write, owner_refs_to
 from database_operator.engines import facts
 from database_operator.kube import ApiError, KubeApi
@@ -65,6 +68,12 @@ class Result:
     body: Manifest | None = None
     #: The Database turned out to be gone (or replaced): nothing was done.
     gone: bool = False
+    #: What its backups say (None: not looked at), and what its schedule did.
+    backups: BackupSummary | None = None
+    backups_created: list[str] = field(default_factory=list)
+    backups_deleted: list[str] = field(default_factory=list)
+    #: When its backup schedule is next due (None: none).
+    next_backup: datetime | None = None
 
     @property
     def status_written(self) -> bool:
@@ -112,19 +121,26 @@ async def reconcile(
     now: Clock = system_clock,
     *,
     confirmed: bool = False,
+    backups: Backups | None = None,
+    agent_image: str = "",
 ) -> Result:
     """Bring one Database's children to the desired state and write its status when it changed.
 
     ``confirmed``: ``body`` came from the API server just now (not from a cache that may hold a
-    Database deleted meanwhile); else it is re-read before anything is created.
+    Database deleted meanwhile); else it is re-read before anything is created. ``backups``:
+    its DatabaseBackups as the watch has them, for its restore, its schedule and what its
+    status says of them (None: not looked at); ``agent_image``: the image of the Jobs' agent.
     Raises ApiError for API failures (the caller decides whether to retry).
     """
     db = Database.model_validate(dict(body))
+    at = now()
     result = Result(status=db.status, outcome=Outcome())
     observed = await _observe(kube, db)
     conflicts = [found for obj in observed.named_like_children() if (found := conflict(obj, db))]
     children = {key: obj for key, obj in observed.children.items() if obj and is_ours(obj, db)}
     failure: Problem | None = None
+    restoring: Problem | None = None
+    restored: RestoreRecord | None = None
 
     if conflicts:
         failure = Problem(Reason.CHILD_NAME_CONFLICT, conflict_message(conflicts))
@@ -138,19 +154,37 @@ async def reconcile(
                 return result
         credentials, failure = await _ensure_credentials(kube, db, observed, result)
         if credentials is not None:
+            gate = await restore.gate(
+                kube,
+                db,
+                (backups or Backups()).named,
+                primary=children.get(("Deployment", db.name)),
+                agent_image=agent_image,
+            )
             checksum = desired.credentials_checksum(db, credentials)
             wanted = [
                 *desired.children(db, checksum),
                 desired.connection_secret(db, credentials),
             ]
-            failure = await _ensure_children(kube, db, wanted, children, result)
+            if gate.hold:  # the restore is not done: no database runs on the volume yet
+                wanted = [child for child in wanted if child["kind"] != "Deployment"]
+            failure = gate.failure or await _ensure_children(kube, db, wanted, children, result)
             await _remove_surplus(kube, db, observed, result)
+            restoring, restored = gate.progress, gate.restored
+    if backups is not None and failure is None and not conflicts:
+        tended = await schedule.tend(kube, db, backups.of_database, at)
+        result.backups_created, result.backups_deleted = tended.created, tended.deleted
+        result.next_backup = tended.next_due
     connection = ("Secret", desired.connection_secret_name(db))
     result.outcome = Outcome(
         paused=result.outcome.paused,
         failure=failure,
         binding=connection[1] if children.get(connection) else None,
+        restoring=restoring,
+        restored=restored,
     )
+    if backups is not None:
+        result.backups = state.summarize(db, backups.of_database, at)
     result.status, result.body = await write_status(
         kube,
         db,
@@ -160,7 +194,8 @@ async def reconcile(
         ),
         outcome=result.outcome,
         events=events,
-        now=now,
+        now=lambda: at,
+        backups=result.backups,
     )
     if result.created:
         # One Event for a creation, not one per child; it names the first phase too.
@@ -216,6 +251,16 @@ async def _observe(kube: KubeApi, db: Database) -> Observed:
     )
 
 
+def merge_patch_of(old: Manifest, new: Manifest) -> Manifest:
+    """The merge patch that turns the status ``old`` into ``new`` (empty: they are equal).
+    Fields that disappeared are sent as null, so they are removed."""
+    if old == new:
+        return {}
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    patch.update(new)
+    return patch
+
+
 async def write_status(
     kube: KubeApi,
     db: Database,
@@ -224,16 +269,15 @@ async def write_status(
     outcome: Outcome,
     events: EventSink,
     now: Clock,
+    backups: BackupSummary | None = None,
 ) -> tuple[DatabaseStatus, Manifest | None]:
     """Compute the new status; patch it through /status only when it differs from the stored
-    one. Returns the new status and the Database as the patch returned it (None: not written)."""
-    new = compute_status(db, workloads, db.status, outcome, now())
-    old_wire, new_wire = db.status.to_wire(), new.to_wire()
-    if old_wire == new_wire:
+    one. Returns the new status and the Database as the patch returned it (None: not written).
+    ``backups``: what its backups say (None: not looked at; the status keeps what it said)."""
+    new = compute_status(db, workloads, db.status, outcome, now(), backups=backups)
+    patch = merge_patch_of(db.status.to_wire(), new.to_wire())
+    if not patch:
         return new, None
-    # A merge patch: fields that disappeared are sent as null so they are removed.
-    patch: dict[str, Any] = {key: None for key in old_wire if key not in new_wire}
-    patch.update(new_wire)
     attributes = {
         "database.phase": str(new.phase or ""),
         "database.previous_phase": str(db.status.phase or ""),
@@ -504,8 +548,8 @@ def has_finalizer(body: Mapping[str, Any]) -> bool:
     return FINALIZER in (body.get("metadata", {}).get("finalizers") or [])
 
 
-async def add_finalizer(kube: KubeApi, body: Mapping[str, Any]) -> Manifest:
-    """Add our finalizer; returns the Database as it now is."""
+async def add_finalizer(kube: KubeApi, body: Mapping[str, Any], kind: str = KIND) -> Manifest:
+    """Add our finalizer to a Database (or an object of ``kind``); returns it as it now is."""
     meta = body["metadata"]
     operations: list[Manifest]
     if meta.get("finalizers"):
@@ -516,16 +560,16 @@ async def add_finalizer(kube: KubeApi, body: Mapping[str, Any]) -> Manifest:
             _test_version(dict(body)),
             {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
         ]
-    return await kube.json_patch(KIND, meta["namespace"], meta["name"], operations)
+    return await kube.json_patch(kind, meta["namespace"], meta["name"], operations)
 
 
-async def remove_finalizer(kube: KubeApi, body: Mapping[str, Any]) -> None:
+async def remove_finalizer(kube: KubeApi, body: Mapping[str, Any], kind: str = KIND) -> None:
     """Remove our finalizer: exactly that list element, whatever else changed meanwhile."""
     meta = body["metadata"]
     index = (meta.get("finalizers") or []).index(FINALIZER)
     path = f"/metadata/finalizers/{index}"
     await kube.json_patch(
-        KIND,
+        kind,
         meta["namespace"],
         meta["name"],
         [{"op": "test", "path": path, "value": FINALIZER}, {"op": "remove", "path": path}],

@@ -12,7 +12,8 @@ import zlib
 import kopf
 
 from database_operator import tracing
-from database_operator.api.models import GROUP, VERSION
+from database_operator.api.backup import BACKUP_PLURAL
+from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.config import Settings
 from database_operator.controller import Controller
 from database_operator.events import EventRecorder
@@ -45,12 +46,14 @@ async def wait_for_crds(kube: Kube, settings: Settings, stopping: asyncio.Event)
     operator starts (a chart installing both at once) can be missed for good. Starting Kopf only
     once they are served closes that race. False when stopped meanwhile.
     """
-    wanted = [f"{GROUP}/{VERSION}"] + (["kopf.dev/v1"] if settings.peering else [])
+    wanted = [(f"{GROUP}/{VERSION}", (PLURAL, BACKUP_PLURAL))] + (
+        [("kopf.dev/v1", ())] if settings.peering else []
+    )
     told = False
-    for group_version in wanted:
+    for group_version, resources in wanted:
         while not stopping.is_set():
             try:
-                if await kube.serves(group_version):
+                if await kube.serves(group_version, resources):
                     break
                 problem = "not served"
             except ApiError as error:
@@ -59,7 +62,9 @@ async def wait_for_crds(kube: Kube, settings: Settings, stopping: asyncio.Event)
                 problem = str(error)  # e.g. the API server is not up yet: try again
             if not told:
                 get_logger().warning(
-                    "waiting for the CRDs to be installed", missing=group_version, why=problem
+                    "waiting for the CRDs to be installed",
+                    missing=", ".join(f"{group_version}/{r}" for r in resources) or group_version,
+                    why=problem,
                 )
                 told = True
             with contextlib.suppress(TimeoutError):

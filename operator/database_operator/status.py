@@ -19,6 +19,7 @@ Ready
     =================================  ======  ===============================================
     outcome.deleting                   False   Deleting
     outcome.failure                    False   <failure.reason> (message: failure.message)
+    outcome.restoring                  False   Restoring (the restore Job runs)
     all ready, spec.replicas == 0      True    ScaledToZero
     all ready                          True    ReplicasReady ("3/3 replicas ready: ...")
     was_active, primary ready          True    PrimaryReady (read replicas lost or rolling)
@@ -32,6 +33,7 @@ Progressing
     =================================  ======  ===============================================
     outcome.deleting                   True    Deleting
     outcome.failure                    False   <failure.reason>
+    outcome.restoring                  True    Restoring
     spec.paused                        False   Paused (children are not changed)
     all ready                          False   RolloutComplete
     no primary                         True    Creating
@@ -62,6 +64,10 @@ Degraded condition is True and the Database was Active; else Active if Ready; el
 never was Active; else Active (a rollout or scale-up of an Active database: Ready False and
 Progressing True say so).
 
+BackupHealthy (only with spec.backup): what backups/state.py says of the Database's backups;
+status.lastSuccessfulBackup and lastFailedBackup name them. status.restoredFrom is set once a
+restore completed, and kept.
+
 Every condition carries observedGeneration = metadata.generation (it was evaluated for that
 generation even if its status did not change); lastTransitionTime moves only when status flips.
 """
@@ -73,15 +79,19 @@ from datetime import datetime
 from typing import Any
 
 from database_operator import desired
+from database_operator.api.backup import RestoreRecord
 from database_operator.api.models import (
     Binding,
-    Condition,
     ConditionStatus,
     Database,
     DatabaseStatus,
     Phase,
 )
+from database_operator.backups.state import BACKUP_HEALTHY, BackupSummary
+from database_operator.conditions import Verdict, false, set_condition, stamped, true
 from database_operator.reasons import Problem, Reason
+
+__all__ = ["Outcome", "Workloads", "compute_status", "set_condition"]
 
 READY = "Ready"
 PROGRESSING = "Progressing"
@@ -103,6 +113,10 @@ class Outcome:
     error: Problem | None = None
     #: The connection Secret, once it exists (status.binding).
     binding: str | None = None
+    #: spec.restore: what the restore is doing (no Deployment exists until it is done).
+    restoring: Problem | None = None
+    #: spec.restore: the restore that completed (status.restoredFrom).
+    restored: RestoreRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -111,23 +125,6 @@ class Workloads:
 
     primary: dict[str, Any] | None = None
     replicas: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    """One condition's status, reason and message, before times and generations are stamped."""
-
-    status: ConditionStatus
-    reason: str
-    message: str = ""
-
-
-def _true(reason: Reason, message: str = "") -> _Verdict:
-    return _Verdict(ConditionStatus.TRUE, reason, message)
-
-
-def _false(reason: Reason, message: str = "") -> _Verdict:
-    return _Verdict(ConditionStatus.FALSE, reason, message)
 
 
 @dataclass(frozen=True)
@@ -232,71 +229,75 @@ def _observe(db: Database, workloads: Workloads) -> _Observed:
     )
 
 
-def _ready(observed: _Observed, outcome: Outcome, was_active: bool) -> _Verdict:  # noqa: PLR0911
+def _ready(observed: _Observed, outcome: Outcome, was_active: bool) -> Verdict:  # noqa: PLR0911
     if outcome.deleting:
-        return _false(Reason.DELETING, DELETING_MESSAGE)
+        return false(Reason.DELETING, DELETING_MESSAGE)
     if outcome.failure:
-        return _false(outcome.failure.reason, outcome.failure.message)
+        return false(outcome.failure.reason, outcome.failure.message)
+    if outcome.restoring:
+        return false(outcome.restoring.reason, outcome.restoring.message)
     if observed.all_ready and observed.wanted == 0:
-        return _true(Reason.SCALED_TO_ZERO, "spec.replicas is 0: no database pod runs")
+        return true(Reason.SCALED_TO_ZERO, "spec.replicas is 0: no database pod runs")
     if observed.all_ready:
-        return _true(Reason.REPLICAS_READY, observed.ready_message())
+        return true(Reason.REPLICAS_READY, observed.ready_message())
     if was_active and observed.primary_ready:
-        return _true(Reason.PRIMARY_READY, observed.ready_message())
+        return true(Reason.PRIMARY_READY, observed.ready_message())
     if not observed.primary.exists and outcome.paused:
-        return _false(Reason.PAUSED, f"{PAUSED_MESSAGE}; the Deployment does not exist")
+        return false(Reason.PAUSED, f"{PAUSED_MESSAGE}; the Deployment does not exist")
     if not observed.primary.exists:
-        return _false(Reason.CREATING, "the Deployment does not exist yet")
+        return false(Reason.CREATING, "the Deployment does not exist yet")
     if not observed.rolled_out:
-        return _false(Reason.ROLLING_OUT, observed.rollout_message())
-    return _false(Reason.REPLICAS_UNAVAILABLE, observed.ready_message())
+        return false(Reason.ROLLING_OUT, observed.rollout_message())
+    return false(Reason.REPLICAS_UNAVAILABLE, observed.ready_message())
 
 
 def _progressing(  # noqa: PLR0911 - a return per row of the truth table
     observed: _Observed, outcome: Outcome, was_active: bool, previous: DatabaseStatus
-) -> _Verdict:
+) -> Verdict:
     if outcome.deleting:
-        return _true(Reason.DELETING, DELETING_MESSAGE)
+        return true(Reason.DELETING, DELETING_MESSAGE)
     if outcome.failure:
-        return _false(outcome.failure.reason, outcome.failure.message)
+        return false(outcome.failure.reason, outcome.failure.message)
+    if outcome.restoring:
+        return true(outcome.restoring.reason, outcome.restoring.message)
     if outcome.paused:
-        return _false(Reason.PAUSED, PAUSED_MESSAGE)
+        return false(Reason.PAUSED, PAUSED_MESSAGE)
     if observed.all_ready:
-        return _false(Reason.ROLLOUT_COMPLETE, "the Deployments are rolled out")
+        return false(Reason.ROLLOUT_COMPLETE, "the Deployments are rolled out")
     if not observed.primary.exists:
-        return _true(Reason.CREATING, "creating the Deployment and its Service")
+        return true(Reason.CREATING, "creating the Deployment and its Service")
     if not observed.rolled_out or not was_active:
-        return _true(Reason.ROLLING_OUT, observed.rollout_message())
+        return true(Reason.ROLLING_OUT, observed.rollout_message())
     if observed.replicas.ready < observed.replicas.wanted and not _lost_read_replicas(
         observed, previous
     ):
-        return _true(Reason.ROLLING_OUT, f"read replicas starting: {observed.ready_message()}")
-    return _false(
+        return true(Reason.ROLLING_OUT, f"read replicas starting: {observed.ready_message()}")
+    return false(
         Reason.ROLLOUT_COMPLETE, f"the Deployments are rolled out; {observed.ready_message()}"
     )
 
 
 def _degraded(
     observed: _Observed, outcome: Outcome, was_active: bool, previous: DatabaseStatus
-) -> _Verdict:
+) -> Verdict:
     if outcome.failure:
-        return _true(outcome.failure.reason, outcome.failure.message)
+        return true(outcome.failure.reason, outcome.failure.message)
     if outcome.error:
-        return _true(outcome.error.reason, outcome.error.message)
+        return true(outcome.error.reason, outcome.error.message)
     if outcome.deleting:
-        return _false(Reason.DELETING, DELETING_MESSAGE)
+        return false(Reason.DELETING, DELETING_MESSAGE)
     if was_active and _lost_primary(observed, previous):
-        return _true(
+        return true(
             Reason.PRIMARY_UNAVAILABLE,
             "the primary is not ready: reads and writes through the Database's Service fail"
             + ("; the read replicas serve reads" if observed.replicas.ready else ""),
         )
     if was_active and _lost_read_replicas(observed, previous):
-        return _true(
+        return true(
             Reason.REPLICAS_UNAVAILABLE,
             f"{observed.replicas.ready}/{observed.replicas.wanted} read replicas ready",
         )
-    return _false(Reason.AS_EXPECTED, "")
+    return false(Reason.AS_EXPECTED, "")
 
 
 def _still_degraded(previous: DatabaseStatus, reason: Reason) -> bool:
@@ -323,7 +324,7 @@ def _lost_read_replicas(observed: _Observed, previous: DatabaseStatus) -> bool:
     )
 
 
-def _phase(ready: _Verdict, degraded: _Verdict, outcome: Outcome, was_active: bool) -> Phase:
+def _phase(ready: Verdict, degraded: Verdict, outcome: Outcome, was_active: bool) -> Phase:
     if outcome.deleting:
         return Phase.DELETING
     if outcome.failure:
@@ -337,35 +338,9 @@ def _phase(ready: _Verdict, degraded: _Verdict, outcome: Outcome, was_active: bo
     return Phase.ACTIVE if was_active else Phase.PENDING
 
 
-def set_condition(conditions: list[Condition], new: Condition) -> list[Condition]:
-    """`conditions` with `new` in place of the one of its type (appended if absent).
-
-    lastTransitionTime is kept from the old condition when status did not change: it records
-    when the status last flipped, not when it was last evaluated. The input is not modified.
-    """
-    result: list[Condition] = []
-    replaced = False
-    for old in conditions:
-        if old.type != new.type:
-            result.append(old)
-            continue
-        if old.status == new.status:
-            new = new.model_copy(update={"last_transition_time": old.last_transition_time})
-        result.append(new)
-        replaced = True
-    return result if replaced else [*result, new]
-
-
 def _generation(db: Database) -> int | None:
     value = db.metadata.get("generation")
     return value if isinstance(value, int) else None
-
-
-def _seconds(now: datetime) -> datetime:
-    """`now` at whole seconds, as metav1.Time stores it (so a round trip compares equal)."""
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware, e.g. datetime.now(UTC)")
-    return now.replace(microsecond=0)
 
 
 def compute_status(
@@ -374,38 +349,34 @@ def compute_status(
     previous: DatabaseStatus,
     outcome: Outcome,
     now: datetime,
+    *,
+    backups: BackupSummary | None = None,
 ) -> DatabaseStatus:
     """The new status of `db` (see the module docstring for the rules).
 
     `workloads` are the observed Deployments; `previous` is the status now stored; `now` is a
-    timezone-aware time used only for flips.
+    timezone-aware time used only for flips; `backups` what its backups say (backups/state.py;
+    None: they were not looked at, and what the status says of them stands).
     """
     observed = _observe(db, workloads)
     was_active = previous.phase in (Phase.ACTIVE, Phase.DEGRADED)
-    verdicts = {
+    verdicts: dict[str, Verdict | None] = {
         READY: _ready(observed, outcome, was_active),
         PROGRESSING: _progressing(observed, outcome, was_active, previous),
         DEGRADED: _degraded(observed, outcome, was_active, previous),
     }
+    if backups is None:  # not looked at this time: what the status said stands
+        backups = BackupSummary(previous.last_successful_backup, previous.last_failed_backup)
+    else:
+        verdicts[BACKUP_HEALTHY] = backups.health
     generation = _generation(db)
-    stamped = _seconds(now)
-    conditions = list(previous.conditions or [])
-    for type_, verdict in verdicts.items():
-        conditions = set_condition(
-            conditions,
-            Condition(
-                type=type_,
-                status=verdict.status,
-                observed_generation=generation,
-                last_transition_time=stamped,
-                reason=verdict.reason,
-                message=verdict.message,
-            ),
-        )
+    conditions = stamped(previous.conditions, verdicts, generation, now)
+    ready, degraded = verdicts[READY], verdicts[DEGRADED]
+    assert ready is not None and degraded is not None
     replicated = observed.replicas.wanted > 0
     return DatabaseStatus(
         observed_generation=generation,
-        phase=_phase(verdicts[READY], verdicts[DEGRADED], outcome, was_active),
+        phase=_phase(ready, degraded, outcome, was_active),
         version=desired.resolved_version(db),
         replicas=observed.primary.replicas + observed.replicas.replicas,
         ready_replicas=observed.ready,
@@ -417,5 +388,8 @@ def compute_status(
         read_endpoint=desired.read_endpoint(db) if replicated else None,
         credentials_secret=desired.credentials_secret_name(db),
         binding=Binding(name=outcome.binding) if outcome.binding else None,
+        last_successful_backup=backups.last_success,
+        last_failed_backup=backups.last_failure,
+        restored_from=outcome.restored or previous.restored_from,
         conditions=conditions,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,3 +116,15 @@ def operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Opera
     )
     yield running
     assert running.stop() == 0, running.log_text()[-3000:]
+
+
+@pytest.fixture
+def tmp_shared(tmp_path: Path) -> Iterator[Path]:
+    """A folder the engines' users (postgres, ...) can use too: pytest's tmp_path is private to
+    root, and the engines refuse to run as root (the recipe tests)."""
+    from tests.integration.test_recipes import owned, run_as
+
+    base = Path("/tmp") / f"recipes-{tmp_path.name}"  # noqa: S108 - a test's own folder
+    owned(base, run_as())
+    yield base
+    shutil.rmtree(base, ignore_errors=True)

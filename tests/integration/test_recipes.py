@@ -20,7 +20,7 @@ import os
 import pwd
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,11 @@ from tests.cluster import wait_for
 from tests.controlplane import free_port
 
 
-def make_db(engine: str) -> Database:
-    metadata = {"name": "shop", "namespace": "prod", "uid": "u-1"}
+def make_db(engine: str, name: str = "shop", **spec: Any) -> Database:
+    """A Database ``name`` in prod with two replicas, and ``spec`` (camelCase) on top."""
+    metadata = {"name": name, "namespace": "prod", "uid": "u-1"}
     return Database.model_validate(
-        {"metadata": metadata, "spec": {"engine": engine, "replicas": 2}}
+        {"metadata": metadata, "spec": {"engine": engine, "replicas": 2, **spec}}
     )
 
 
@@ -79,9 +80,10 @@ def postgres_bin() -> Path:
     return Path(found[-1]).parent
 
 
-def run_as() -> str | None:
-    """postgres refuses to run as root: as root, run it as Debian's postgres user."""
-    return "postgres" if os.geteuid() == 0 else None
+def run_as(user: str = "postgres") -> str | None:
+    """postgres refuses to run as root: as root, run it as Debian's postgres user (or an
+    engine's own user, as its image would)."""
+    return user if os.geteuid() == 0 else None
 
 
 def owned(path: Path, user: str | None) -> Path:
@@ -90,6 +92,28 @@ def owned(path: Path, user: str | None) -> Path:
         entry = pwd.getpwnam(user)
         os.chown(path, entry.pw_uid, entry.pw_gid)
     return path
+
+
+def initdb(data: Path, env: Mapping[str, str], folder: Path, user: str | None) -> None:
+    """The official image's initdb step: the data directory, POSTGRES_USER as the superuser
+    with POSTGRES_PASSWORD (the password file in ``folder``), and its "host all all all
+    scram-sha-256" line."""
+    pwfile = folder / "pw"
+    pwfile.write_text(env["POSTGRES_PASSWORD"] + "\n")
+    if user:
+        shutil.chown(pwfile, user)
+    subprocess.run(
+        [
+            str(postgres_bin() / "initdb"),
+            *("-D", str(data), "--username", env["POSTGRES_USER"], "--pwfile", str(pwfile)),
+            *("--auth-local=trust", "--auth-host=scram-sha-256"),
+        ],
+        check=True,
+        capture_output=True,
+        user=user,
+    )
+    with (data / "pg_hba.conf").open("a") as image_hba:
+        image_hba.write("host all all all scram-sha-256\n")
 
 
 PSQL = ["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1"]
@@ -115,16 +139,6 @@ def answers(port: int, password: str, user: str, sql: str) -> str | None:
         return None
 
 
-@pytest.fixture
-def tmp_shared(tmp_path: Path) -> Iterator[Path]:
-    """A folder the postgres user can use (pytest's tmp_path is private to root)."""
-    base = Path("/tmp") / f"recipes-{tmp_path.name}"  # noqa: S108 - a test's own folder
-    user = run_as()
-    owned(base, user)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
-
-
 def test_postgres_streams_from_the_primary_to_a_hot_standby_replica(tmp_shared: Path) -> None:
     db = make_db("postgres")
     credentials = generated_credentials(db)
@@ -140,22 +154,7 @@ def test_postgres_streams_from_the_primary_to_a_hot_standby_replica(tmp_shared: 
 
     # What the official image's entrypoint does on a first start: initdb as POSTGRES_USER with
     # POSTGRES_PASSWORD, host access by password, a database named after the user.
-    pwfile = tmp_shared / "pw"
-    pwfile.write_text(env["POSTGRES_PASSWORD"] + "\n")
-    if user:
-        shutil.chown(pwfile, user)
-    subprocess.run(
-        [
-            str(bindir / "initdb"),
-            *("-D", str(primary_data), "--username", env["POSTGRES_USER"], "--pwfile", str(pwfile)),
-            *("--auth-local=trust", "--auth-host=scram-sha-256"),
-        ],
-        check=True,
-        capture_output=True,
-        user=user,
-    )
-    with (primary_data / "pg_hba.conf").open("a") as image_hba:
-        image_hba.write("host all all all scram-sha-256\n")
+    initdb(primary_data, env, tmp_shared, user)
 
     recipe = replication.primary(
         Engine.POSTGRES, port=primary_port, data_dir=str(primary_data), settings=local

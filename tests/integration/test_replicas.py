@@ -258,7 +258,11 @@ def test_a_deployment_with_the_old_selector_is_replaced(
     wait_for(replaced, what="the Deployment to be made anew")
     new = cluster.apps.read_namespaced_deployment("db", namespace)
     assert new.spec.selector.match_labels[ROLE] == "primary"
-    recreated = [line for line in operator.reconciles("db") if line.get("children_recreated")]
+    # The reconcile logs what it did once it finished (its status written after the Deployment).
+    recreated = wait_for(
+        lambda: [line for line in operator.reconciles("db") if line.get("children_recreated")],
+        what="the reconcile's log line",
+    )
     assert recreated[0]["children_recreated"] == ["Deployment"]
 
 

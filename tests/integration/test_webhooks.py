@@ -215,6 +215,44 @@ def test_version_changes_the_engine_cannot_make_are_refused_and_risky_ones_warne
     assert apply(cluster, namespace, database("eph", {"version": "17"})).returncode == 0
 
 
+# --- validating: backups and restores -----------------------------------------------------------
+
+
+def test_a_schedule_that_never_fires_is_refused_naming_the_field(
+    cluster: Cluster, namespace: str, hooks: WebhookOperator
+) -> None:
+    policy = {
+        "destination": {"s3": {"bucket": "backups", "credentialsSecretRef": {"name": "s3"}}},
+        "schedule": "0 0 30 2 *",  # February 30: every field in range, never a day
+    }
+    refused = apply(cluster, namespace, database("never", {"backup": policy}))
+    assert refused.returncode != 0
+    assert "spec.backup.schedule: day-of-month" in refused.stderr
+    assert "never" in refused.stderr
+
+
+def test_a_restore_from_a_backup_that_does_not_exist_or_failed_is_refused_naming_it(
+    cluster: Cluster, namespace: str, hooks: WebhookOperator
+) -> None:
+    restored = {"storage": {"size": "1Gi"}, "restore": {"backup": "nightly"}}
+    refused = apply(cluster, namespace, database("copy", restored))
+    assert refused.returncode != 0
+    assert f"DatabaseBackup 'nightly' does not exist in namespace '{namespace}'" in refused.stderr
+    assert cluster.db_gone(namespace, "copy")
+    # A backup of a Database that does not exist fails (the operator says so) ...
+    cluster.create_backup(namespace, "nightly", {"database": "gone"})
+
+    def failed() -> bool:
+        phase = cluster.get_backup(namespace, "nightly").get("status", {}).get("phase")
+        return bool(phase == "Failed")
+
+    wait_for(failed, what="the backup of a missing Database to fail")
+    # ... and nothing can be restored from it.
+    refused = apply(cluster, namespace, database("copy", restored))
+    assert refused.returncode != 0
+    assert "DatabaseBackup 'nightly' failed, so it holds nothing to restore" in refused.stderr
+
+
 # --- validating: deletion protection --------------------------------------------------------------
 
 

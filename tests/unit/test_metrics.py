@@ -45,5 +45,11 @@ def test_exposition_follows_the_naming_conventions() -> None:
         "database_operator_databases",
         "database_operator_active",
         "database_operator_build_info",
+        "database_operator_backup_duration_seconds",
+        "database_operator_backup_size_bytes",
+        "database_operator_backup_failures_total",
+        "database_operator_backup_last_success_timestamp_seconds",
+        "database_operator_backup_last_failure_timestamp_seconds",
+        "database_operator_backup_schedule_period_seconds",
     }
     assert "_created" not in text

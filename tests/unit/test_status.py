@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from database_operator.api.backup import BackupRecord, RestoreRecord
 from database_operator.api.models import (
     Condition,
     ConditionStatus,
@@ -14,6 +15,8 @@ from database_operator.api.models import (
     DatabaseStatus,
     Phase,
 )
+from database_operator.backups.state import BackupSummary
+from database_operator.conditions import false, true
 from database_operator.reasons import Problem, Reason
 from database_operator.status import Outcome, Workloads, compute_status, set_condition
 
@@ -608,3 +611,99 @@ def test_every_reason_is_explained_in_the_operations_guide() -> None:
     from database_operator.reasons import EXPLAINED
 
     assert set(EXPLAINED) == set(Reason)
+
+
+# --- restore and backups --------------------------------------------------------------------
+
+RESTORING = Outcome(restoring=Problem(Reason.RESTORING, "restoring DatabaseBackup nightly: Job x"))
+
+
+def test_a_restoring_database_is_pending_and_progressing_until_the_restore_is_done() -> None:
+    status = compute_status(make_db(), Workloads(None), NO_STATUS, RESTORING, T0)
+    assert summary(status) == (
+        Phase.PENDING,
+        "False/Restoring",
+        "True/Restoring",
+        "False/AsExpected",
+    )
+    assert condition(status, "Ready").message == "restoring DatabaseBackup nightly: Job x"
+
+
+def test_a_failed_restore_is_a_failure_not_progress() -> None:
+    outcome = Outcome(
+        failure=Problem(Reason.RESTORE_FAILED, "the backup is corrupt"),
+        restoring=RESTORING.restoring,
+    )
+    status = compute_status(make_db(), Workloads(None), NO_STATUS, outcome, T0)
+    assert summary(status) == (
+        Phase.FAILED,
+        "False/RestoreFailed",
+        "False/RestoreFailed",
+        "True/RestoreFailed",
+    )
+
+
+NIGHTLY = BackupRecord(name="shop-20240501-020000", time=T0)
+BROKEN = BackupRecord(name="shop-20240430-020000", time=T0 - timedelta(days=1))
+HEALTHY = BackupSummary(
+    last_success=NIGHTLY,
+    last_failure=BROKEN,
+    health=true(Reason.LAST_BACKUP_SUCCEEDED, "shop-20240501-020000 completed"),
+)
+
+
+def with_backups(
+    backups: BackupSummary | None, previous: DatabaseStatus = NO_STATUS, at: datetime = T0
+) -> DatabaseStatus:
+    return compute_status(
+        make_db(), Workloads(make_deployment()), previous, OK, at, backups=backups
+    )
+
+
+def test_backup_healthy_says_what_the_backups_summary_says() -> None:
+    status = with_backups(HEALTHY)
+    healthy = condition(status, "BackupHealthy")
+    assert (healthy.status, healthy.reason, healthy.message) == (
+        ConditionStatus.TRUE,
+        "LastBackupSucceeded",
+        "shop-20240501-020000 completed",
+    )
+    assert (healthy.observed_generation, healthy.last_transition_time) == (1, T0)
+    assert (status.last_successful_backup, status.last_failed_backup) == (NIGHTLY, BROKEN)
+
+
+def test_backup_healthy_flips_with_its_own_transition_time() -> None:
+    healthy = with_backups(HEALTHY)
+    failing = BackupSummary(NIGHTLY, BROKEN, false(Reason.LAST_BACKUP_FAILED, "x failed"))
+    failed = with_backups(failing, healthy, T1)
+    assert condition(failed, "BackupHealthy").last_transition_time == T1
+    assert condition(failed, "Ready").last_transition_time == T0
+
+
+def test_backup_healthy_goes_when_the_summary_has_no_verdict() -> None:
+    status = with_backups(BackupSummary(NIGHTLY, None, None), with_backups(HEALTHY), T1)
+    assert "BackupHealthy" not in [c.type for c in status.conditions or []]
+    assert (status.last_successful_backup, status.last_failed_backup) == (NIGHTLY, None)
+
+
+def test_backups_not_looked_at_keep_what_the_status_said_of_them() -> None:
+    previous = with_backups(HEALTHY)
+    status = with_backups(None, previous, T1)
+    assert (status.last_successful_backup, status.last_failed_backup) == (NIGHTLY, BROKEN)
+    assert condition(status, "BackupHealthy") == condition(previous, "BackupHealthy")
+    assert status == previous
+
+
+RESTORED = RestoreRecord(backup="nightly", location="prod/old/nightly.pgdump", time=T1)
+
+
+def test_restored_from_is_set_once_the_restore_completed_and_then_kept() -> None:
+    restored = compute_status(make_db(), Workloads(None), NO_STATUS, Outcome(restored=RESTORED), T1)
+    assert restored.restored_from == RESTORED
+    later = compute_status(make_db(), Workloads(make_deployment()), restored, OK, T2)
+    assert later.restored_from == RESTORED
+    assert later.to_wire()["restoredFrom"] == {
+        "backup": "nightly",
+        "location": "prod/old/nightly.pgdump",
+        "time": "2024-05-01T12:01:00Z",
+    }

@@ -5,7 +5,8 @@ Databases, the operator's settings, or the engine's upgrade path. Kopf's ``on.va
 - mutate: pin ``spec.version`` at create (and keep it pinned on update), so that an operator
   release with a newer default never upgrades an existing database on its own;
 - validate: the namespace's quota, the image policy, version changes the engine cannot make on
-  its data, deletion protection; warnings for what is allowed but risky.
+  its data, deletion protection, a backup schedule that never fires, a restore from a backup
+  that does not exist, failed or cannot be read; warnings for what is allowed but risky.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
 
+from database_operator.api.backup import BACKUP_KIND, DatabaseBackup
 from database_operator.api.models import GROUP, OWNED_POD_LABELS, Database, DatabaseSpec
+from database_operator.backups import cron
+from database_operator.backups.restore import Gate, resolve
 from database_operator.desired.workload import image
 from database_operator.engines import ENGINES, Engine, major_version, reserved_key
 from database_operator.kube import ApiError, Kube
@@ -84,6 +88,10 @@ def spec_problems(spec: Mapping[str, Any]) -> None:
         if label in OWNED_POD_LABELS:
             message = f"spec.podLabels may not set {label}: the operator selects its pods by it"
             raise RefusedError(message, 422)
+    # The schema's pattern checks each field's range; only a parser sees "February 30".
+    schedule = checked.backup.schedule if checked.backup else None
+    if schedule and (problem := cron.validate(schedule)):
+        raise RefusedError(f"spec.backup.schedule: {problem}", 422)
 
 
 def _quantity(text: str, what: str) -> Decimal:
@@ -243,13 +251,33 @@ class Admission:
         spec = new.get("spec") or {}
         spec_problems(spec)
         db = Database.model_validate(new)
+        warnings = await self._check_restore(db) if operation == "CREATE" else []
         before = Database.model_validate(old) if old is not None else None
         verdict = version_change(before, db) if before is not None else Verdict()
         image_changed = before is None or image(before) != image(db)
         if image_changed and (problem := image_problem(db, self.allowed_images)):
             raise RefusedError(problem)
         await self._check_quota(db.namespace, db.name, spec, (old or {}).get("spec"))
-        return verdict.warnings
+        return verdict.warnings + warnings
+
+    async def _check_restore(self, db: Database) -> list[str]:
+        """A restore from a DatabaseBackup that does not exist, failed, or cannot be read by
+        this engine and version is refused here; one still running is let through with a
+        warning (the operator restores it once it completed)."""
+        if db.spec.restore is None or db.spec.restore.backup is None:
+            return []
+        name = db.spec.restore.backup
+        found = await self.kube.get(BACKUP_KIND, db.namespace, name)
+        named = {name: DatabaseBackup.model_validate(found)} if found is not None else {}
+        resolved = resolve(db, named)
+        if isinstance(resolved, Gate) and resolved.failure is not None:
+            raise RefusedError(resolved.failure.message, 422)
+        if isinstance(resolved, Gate) and resolved.progress is not None:
+            return [
+                f"spec.restore.backup: DatabaseBackup {name} has not completed yet: the "
+                "Database is restored once it has (and fails if it fails)"
+            ]
+        return []
 
     async def _check_quota(
         self, namespace: str, name: str, spec: Mapping[str, Any], old_spec: Any

@@ -1,0 +1,303 @@
+"""The DatabaseBackups' loop: what the watch delivered of them (`BackupIndex`), and a work queue
+of backups to look at, worked by a few tasks (`BackupController`), like the Databases' own loop
+(controller.py), which owns it and shares its API client, its caches and its pause.
+
+A backup is looked at when it changes, when its Job changes, and periodically while it is not
+finished; a finished one is looked at again only when it is deleted. Each change to a backup
+wakes its Database too: its status names its newest backups, its schedule and retention count
+them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from database_operator.api.backup import BACKUP_KIND, BackupPhase, DatabaseBackup
+from database_operator.backups import state
+from database_operator.backups.reconcile import Backups, EventsFor
+from database_operator.cache import newer, stripped, version
+from database_operator.config import Settings
+from database_operator.kube import ApiError, Kube, KubeApi
+from database_operator.logs import get_logger
+from database_operator.manifest import Key, Manifest, key_of
+from database_operator.metrics import Metrics
+from database_operator.reconcile import (
+    Clock,
+    add_finalizer,
+    has_finalizer,
+    remove_finalizer,
+    system_clock,
+)
+from database_operator.selection import database_selector
+from database_operator.workqueue import WorkQueue
+
+#: Backups run one Job each and are few: two tasks look at them.
+WORKERS = 2
+RETRY_BASE_S = 0.5
+
+
+class BackupIndex:
+    """The latest DatabaseBackups the watch delivered, by namespace and by Database."""
+
+    def __init__(self) -> None:
+        self._bodies: dict[Key, Manifest] = {}
+        #: By namespace, by name: the parsed backups (what restores and reconciles read).
+        self._named: dict[str, dict[str, DatabaseBackup]] = {}
+        #: (namespace, database) -> the names of its backups.
+        self._of: dict[Key, set[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._bodies)
+
+    def get(self, key: Key) -> Manifest | None:
+        return self._bodies.get(key)
+
+    def keys_in(self, namespace: str | None) -> list[Key]:
+        return [key for key in self._bodies if namespace in (None, key[0])]
+
+    def put(self, body: Manifest) -> bool:
+        """Keep ``body`` if it is newer than the backup held; whether it was."""
+        key = key_of(body)
+        if not newer(body, self._bodies.get(key)):
+            return False
+        try:
+            backup = DatabaseBackup.model_validate(body)
+        except ValueError:  # the API server's schema keeps such shapes out
+            return False
+        self.discard(key)
+        self._bodies[key] = stripped(body)
+        self._named.setdefault(key[0], {})[key[1]] = backup
+        self._of.setdefault((key[0], backup.spec.database), set()).add(key[1])
+        return True
+
+    def discard(self, key: Key) -> bool:
+        """Forget a backup; whether it was held."""
+        if self._bodies.pop(key, None) is None:
+            return False
+        backup = self._named[key[0]].pop(key[1])
+        names = self._of[(key[0], backup.spec.database)]
+        names.discard(key[1])
+        if not names:
+            del self._of[(key[0], backup.spec.database)]
+        return True
+
+    def model(self, key: Key) -> DatabaseBackup | None:
+        return self._named.get(key[0], {}).get(key[1])
+
+    def database_of(self, key: Key) -> Key | None:
+        """The (namespace, name) of the Database a backup held is of."""
+        backup = self.model(key)
+        return (key[0], backup.spec.database) if backup is not None else None
+
+    def view(self, database: Key) -> state.Backups:
+        """What a Database's reconcile reads: its backups, and its namespace's by name."""
+        named = self._named.get(database[0], {})
+        return state.Backups(
+            of_database=[named[name] for name in sorted(self._of.get(database, ()))],
+            named=named,
+        )
+
+    def versions_of(self, database: Key) -> frozenset[tuple[str, str]]:
+        """The resourceVersion of each backup of a Database (what its reconcile last saw)."""
+        return frozenset(
+            (name, str(self._bodies[(database[0], name)]["metadata"].get("resourceVersion")))
+            for name in self._of.get(database, ())
+        )
+
+    def running(self, database: Key, but: str) -> list[str]:
+        """The backups of a Database that are running now, other than ``but``."""
+        named = self._named.get(database[0], {})
+        return sorted(
+            name
+            for name in self._of.get(database, ())
+            if name != but and named[name].status.phase is BackupPhase.RUNNING
+        )
+
+
+async def work_on(
+    queue: WorkQueue[Key],
+    active: asyncio.Event,
+    process: Callable[[Key, str], Awaitable[object]],
+) -> None:
+    """One worker: take keys from ``queue`` while this operator is active, and process each."""
+    while True:
+        await active.wait()
+        item = await queue.get()
+        if item is None:
+            return
+        key, trigger = item
+        try:
+            if active.is_set():
+                await process(key, trigger)
+            else:  # paused while waiting: leave it for when this operator is active again
+                queue.add(key, trigger)
+        finally:
+            queue.done(key)
+
+
+@dataclass
+class BackupController:
+    """The DatabaseBackups' queue and workers."""
+
+    kube: Kube
+    client: KubeApi
+    settings: Settings
+    metrics: Metrics
+    events_for: EventsFor
+    #: The Databases as the Databases' loop holds them.
+    databases: Mapping[Key, Manifest]
+    #: Look at a Database again (its backups changed).
+    wake_database: Callable[[Key, str], None]
+    active: asyncio.Event
+    index: BackupIndex = field(default_factory=BackupIndex)
+    now: Clock = system_clock
+    queue: WorkQueue[Key] = field(init=False)
+    backups: Backups = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.queue = WorkQueue(base_delay=RETRY_BASE_S, max_delay=self.settings.retry_max_delay)
+        self.backups = Backups(self.client, self.events_for, self.now, self.settings.agent_image)
+
+    # --- what the watches tell --------------------------------------------------------------
+
+    def observe(self, event_type: str | None, body: Manifest) -> None:
+        """A DatabaseBackup's watch event."""
+        key = key_of(body)
+        database = self.index.database_of(key)
+        if event_type == "DELETED":
+            changed = self.index.discard(key)
+            self.queue.discard(key)
+        else:
+            changed = self.index.put(body)
+            database = self.index.database_of(key) or database
+            if changed:
+                self.queue.add(key, "create" if event_type == "ADDED" else "update")
+        if changed and database is not None:
+            self.wake_database(database, "DatabaseBackup")
+
+    def wake(self, key: Key, trigger: str) -> None:
+        """Something of a backup's changed (its Job): look at it soon."""
+        if self.index.get(key) is not None:
+            self.queue.add(key, trigger)
+
+    def database_changed(self, database: Key) -> None:
+        """A Database changed (its primary may be ready now): look at its unfinished backups."""
+        for backup in self.index.view(database).of_database:
+            if not state.finished(backup):
+                self.queue.add((database[0], backup.name), "Database")
+
+    async def prime(self, namespaces: list[str | None]) -> None:
+        """Fill the index with one listing, before the first reconcile of a Database (whose
+        status names its backups)."""
+        for namespace in namespaces:
+            selector = database_selector(self.settings)
+            async for page in self.kube.list_pages(BACKUP_KIND, namespace, selector):
+                for body in page:
+                    self.index.put(body)
+        for key in self.index.keys_in(None):
+            self.queue.add(key, "resume")
+
+    async def audit(self, namespace: str | None) -> None:
+        """Correct what a lost watch event left wrong in the index (see Controller.audit)."""
+        listed, at = await self.kube.list_metadata(
+            BACKUP_KIND, namespace, database_selector(self.settings)
+        )
+        names = {key_of(meta): meta for meta in listed}
+        for key in self.index.keys_in(namespace):
+            held = self.index.get(key)
+            if key not in names and held is not None and version(held) < int(at or 0):
+                self.observe("DELETED", held)
+        for key, meta in names.items():
+            if newer(meta, self.index.get(key)):
+                fresh = await self.kube.get(BACKUP_KIND, *key)
+                if fresh is not None:
+                    self.observe("MODIFIED", fresh)
+
+    # --- the workers ------------------------------------------------------------------------
+
+    def start(self) -> list[asyncio.Task[None]]:
+        return [
+            asyncio.create_task(work_on(self.queue, self.active, self.process), name=f"backups-{i}")
+            for i in range(WORKERS)
+        ]
+
+    async def process(self, key: Key, trigger: str) -> None:
+        """Reconcile (or finalize) one DatabaseBackup; never raises: failures are retried."""
+        body = self.index.get(key)
+        if body is None:
+            return
+        started = time.monotonic()
+        try:
+            if body["metadata"].get("deletionTimestamp"):
+                await self._finalize(key, body)
+                return
+            if not has_finalizer(body):
+                body = await add_finalizer(self.client, body, BACKUP_KIND)
+                self.index.put(body)
+            database = key[0], str((body.get("spec") or {}).get("database", ""))
+            result = await self.backups.reconcile(
+                body, self.databases.get(database), self.index.running(database, key[1])
+            )
+        except ApiError as error:
+            if error.status == 404:  # deleted meanwhile: its DELETED event follows
+                return
+            delay, failures = self.queue.backoff(key)
+            self.queue.schedule(key, delay, "retry")
+            get_logger().error(
+                "backup reconcile failed",
+                namespace=key[0],
+                name=key[1],
+                trigger=trigger,
+                error=str(error),
+                failures=failures,
+                retry_in_s=round(delay, 2),
+            )
+            return
+        self.queue.forget(key)
+        if result.body is not None:
+            self.index.put(result.body)
+        if result.status.phase not in (BackupPhase.COMPLETED, BackupPhase.FAILED):
+            interval = self.settings.resync_interval
+            self.queue.schedule(key, interval * (1 + random.uniform(0, 0.1)), "resync")  # noqa: S311
+        self._record(key, trigger, result.entered, result.reason, started)
+
+    async def _finalize(self, key: Key, body: Manifest) -> None:
+        if not has_finalizer(body):
+            return
+        if await self.backups.finalize(body):
+            await remove_finalizer(self.client, body, BACKUP_KIND)
+            get_logger().info("backup finalized", namespace=key[0], name=key[1])
+        else:  # its delete Job's events wake it; look again anyway, in case one is lost
+            self.queue.schedule(key, self.settings.resync_interval, "resync")
+
+    def _record(
+        self,
+        key: Key,
+        trigger: str,
+        entered: BackupPhase | None,
+        reason: str | None,
+        started: float,
+    ) -> None:
+        backup = self.index.model(key)
+        if entered is BackupPhase.COMPLETED and backup is not None:
+            engine = backup.status.engine or ""
+            if backup.status.started_at and backup.status.completed_at:
+                took = backup.status.completed_at - backup.status.started_at
+                self.metrics.backup_duration.labels(engine).observe(took.total_seconds())
+            self.metrics.backup_size.labels(engine).observe(backup.status.size or 0)
+        if entered is BackupPhase.FAILED:
+            self.metrics.backup_failures.labels(reason or "Unknown").inc()
+        get_logger().log(
+            20 if entered else 10,
+            "backup reconciled",
+            namespace=key[0],
+            name=key[1],
+            trigger=trigger,
+            phase=str(backup.status.phase) if backup is not None else None,
+            entered=str(entered) if entered else None,
+            duration_s=round(time.monotonic() - started, 4),
+        )
