@@ -119,7 +119,7 @@ chainsaw: install tools envtest-full chainsaw-binary ## The Chainsaw suite (test
 	$(VENV)/bin/pytest -s tests/e2e/test_chainsaw.py $(PYTEST_ARGS)
 
 .PHONY: e2e
-e2e: install tools envtest-full chainsaw-binary seaweedfs ## End-to-end tests on the full local cluster.
+e2e: install tools envtest-full chainsaw-binary ## End-to-end tests on the full local cluster.
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
 .PHONY: test
