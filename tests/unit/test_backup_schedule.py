@@ -281,3 +281,21 @@ async def test_without_a_schedule_tend_does_nothing() -> None:
     tended = await schedule.tend(cast(KubeApi, kube), make_db(None), backups, NOW)
     assert (tended.created, tended.deleted, tended.next_due) == ([], [], None)
     assert kube.writes == []
+
+
+@pytest.mark.parametrize("phase", [None, "Pending", "Running"])
+def test_a_due_time_is_skipped_while_a_backup_of_the_database_is_unfinished(
+    phase: str | None,
+) -> None:
+    earlier = DatabaseBackup.model_validate(
+        {
+            "metadata": {"name": "shop-earlier", "namespace": "prod"},
+            "spec": {"database": "shop"},
+            "status": {"phase": phase} if phase else {},
+        }
+    )
+    assert schedule.due_now(make_db(), [earlier], DUE) is None
+    finished = earlier.model_copy(
+        update={"status": earlier.status.model_copy(update={"phase": "Failed"})}
+    )
+    assert schedule.due_now(make_db(), [finished], DUE) == DUE

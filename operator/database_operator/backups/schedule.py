@@ -10,8 +10,9 @@ A scheduled backup is named after its due time, ``<database>-<YYYYMMDD>-<HHMMSS>
 second look at the same due time — a retry, a restart, another replica after a failover — finds
 it instead of taking another: creating it again is refused (409) and nothing happens. Only the
 latest due time counts (an operator that was away takes one backup, not one per missed time),
-and never one from before the Database existed. DatabaseBackups carry no owner reference to
-the Database: they, and their data, outlive it.
+never one from before the Database existed, and none while a backup of the Database is still
+unfinished (like a CronJob's concurrencyPolicy Forbid: that due time is skipped).
+DatabaseBackups carry no owner reference to the Database: they, and their data, outlive it.
 """
 
 from __future__ import annotations
@@ -83,7 +84,11 @@ def _created(db: Database) -> datetime | None:
 
 
 def due_now(db: Database, backups: Sequence[DatabaseBackup], now: datetime) -> datetime | None:
-    """The due time a backup must be taken for now, if none was yet (None: nothing to do)."""
+    """The due time a backup must be taken for now, if none was yet (None: nothing to do).
+
+    Not while another backup of the Database is unfinished: a due time comes again, and a
+    Database that cannot be backed up (its primary down for a day) must not pile up a backup
+    per due time meanwhile (BackupHealthy says NoRecentBackup instead)."""
     policy = db.spec.backup
     if policy is None or not policy.schedule or policy.suspend:
         return None
@@ -92,7 +97,9 @@ def due_now(db: Database, backups: Sequence[DatabaseBackup], now: datetime) -> d
     if created is not None and due < created.replace(microsecond=0):
         return None
     name = scheduled_name(db, due)
-    return None if any(b.name == name for b in backups) else due
+    mine = [b for b in backups if b.spec.database == db.name]
+    busy = any(not state.finished(b) and not b.metadata.get("deletionTimestamp") for b in mine)
+    return None if busy or any(b.name == name for b in mine) else due
 
 
 def expired(db: Database, backups: Sequence[DatabaseBackup], now: datetime) -> list[DatabaseBackup]:
