@@ -622,7 +622,9 @@ def create_fake_node(kubeconfig: Path) -> None:
     run_kubectl(kubeconfig, "apply", "-f", "-", stdin=json.dumps(node))
 
 
-FAKE_VOLUMES = 20
+#: Enough for every claim one session's e2e tests, stories and demo make (a volume is not reused:
+#: released volumes stay Released).
+FAKE_VOLUMES = 100
 
 
 def create_fake_storage(kubeconfig: Path) -> None:
