@@ -12,7 +12,7 @@ from typing import Any, cast
 from database_operator.api.backup import BackupDestination, DatabaseBackup
 from database_operator.api.models import Database
 from database_operator.backups import jobs
-from database_operator.backups.reconcile import BackupResult, Backups
+from database_operator.backups.reconcile import BackupReconciler, BackupResult
 from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
 from database_operator.reconcile import EventSink
@@ -50,8 +50,8 @@ class World:
         return post
 
     @property
-    def backups(self) -> Backups:
-        return Backups(cast(KubeApi, self.kube), self.events_for, lambda: self.now, AGENT)
+    def backups(self) -> BackupReconciler:
+        return BackupReconciler(cast(KubeApi, self.kube), self.events_for, lambda: self.now, AGENT)
 
     def reasons(self, kind: str) -> list[str]:
         return [reason for held, _, _, reason, _ in self.events if held == kind]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from database_operator.api.backup import BACKUP_KIND, BackupPhase, DatabaseBackup
 from database_operator.backups import state
-from database_operator.backups.reconcile import Backups, EventsFor
+from database_operator.backups.reconcile import BackupReconciler, EventsFor
 from database_operator.cache import newer, stripped, version
 from database_operator.config import Settings
 from database_operator.kube import ApiError, Kube, KubeApi
@@ -156,11 +156,13 @@ class BackupController:
     index: BackupIndex = field(default_factory=BackupIndex)
     now: Clock = system_clock
     queue: WorkQueue[Key] = field(init=False)
-    backups: Backups = field(init=False)
+    backups: BackupReconciler = field(init=False)
 
     def __post_init__(self) -> None:
         self.queue = WorkQueue(base_delay=RETRY_BASE_S, max_delay=self.settings.retry_max_delay)
-        self.backups = Backups(self.client, self.events_for, self.now, self.settings.agent_image)
+        self.backups = BackupReconciler(
+            self.client, self.events_for, self.now, self.settings.agent_image
+        )
 
     # --- what the watches tell --------------------------------------------------------------
 

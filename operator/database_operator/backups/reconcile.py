@@ -66,7 +66,7 @@ def _owned_by(obj: Manifest, backup: DatabaseBackup) -> bool:
 
 
 @dataclass
-class Backups:
+class BackupReconciler:
     """Reconciles DatabaseBackups: the API, where Events go, the clock, the agent's image."""
 
     kube: KubeApi

@@ -311,15 +311,3 @@ def _health(
 
 def _stamp(when: datetime | None) -> str:
     return whole_seconds(when).strftime("%Y-%m-%dT%H:%M:%SZ") if when else "?"
-
-
-def backups_of(bodies: Mapping[str, Manifest]) -> list[DatabaseBackup]:
-    """DatabaseBackup models of cached bodies (those that do not validate are skipped: the
-    API server's schema keeps them out, so only a stale or foreign shape could)."""
-    found = []
-    for body in bodies.values():
-        try:
-            found.append(DatabaseBackup.model_validate(body))
-        except ValueError:
-            continue
-    return found
