@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=v1.7.12
-if [[ ! -x bin/actionlint ]] || ! bin/actionlint -version | grep -qx "$version"; then
+if [[ ! -x bin/actionlint ]] || ! grep -qx "$version" <<<"$(bin/actionlint -version)"; then
   echo "[actionlint] go install github.com/rhysd/actionlint/cmd/actionlint@$version" >&2
   GOBIN="$(pwd)/bin" go install "github.com/rhysd/actionlint/cmd/actionlint@$version"
 fi

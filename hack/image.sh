@@ -64,8 +64,9 @@ digest_for() {
   lower_env="$(lower_of "$env")"
   tree="$(git rev-parse "$commit^{tree}")"
   # Images are built from develop only: the newest develop commit with this exact source tree.
+  # awk reads to the end: an early exit would kill git log with SIGPIPE, fatal under pipefail.
   source="$(git log --format='%H %T' -n "${SEARCH_DEPTH:-1000}" "${prefix}develop" -- |
-    awk -v tree="$tree" '$2 == tree { print $1; exit }')"
+    awk -v tree="$tree" '!found && $2 == tree { print $1; found = 1 }')"
   [[ -n "$source" ]] || die "$commit's source tree was never on develop, so no image was built from it and $lower_env never ran it: bring develop into the $env branch as it is (any merge, squash or rebase that adds no change of its own), or deploy a release by hand (workflow_dispatch with its version)"
   built="$(digest_of "sha-$source")"
   [[ -n "$built" ]] || die "no scanned image for $source ($repository:sha-$source), the develop commit with $commit's tree"

@@ -36,8 +36,11 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace")
 
     def log_lines(self) -> list[dict[str, Any]]:
-        """Every log line, parsed: each must be one JSON object."""
-        return [json.loads(line) for line in self.log_text().splitlines() if line.strip()]
+        """Every complete log line, parsed: each must be one JSON object. A line still being
+        written (no newline yet) is left for the next read."""
+        text = self.log_text()
+        complete = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
     def reconciles(self, name: str, trigger: str | None = None) -> list[dict[str, Any]]:
         return [
