@@ -149,15 +149,18 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--shard", help="reconcile only Databases labelled databases.example.com/shard=SHARD"
     )
-    run.add_argument(
-        "--peering",
+    election = run.add_argument_group("leader election (HA, on a coordination.k8s.io Lease)")
+    election.add_argument(
+        "--leader-election",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="coordinate replicas with Kopf peering (HA)",
+        help="elect the one replica that reconciles; the others stand by",
     )
-    run.add_argument("--peering-name", help="name of the KopfPeering object")
-    run.add_argument("--peering-lifetime", help="seconds before a silent peer is replaced")
-    run.add_argument("--priority", help="peering priority (default: derived from the pod name)")
+    election.add_argument("--lease-name", help="name of the Lease")
+    election.add_argument("--lease-namespace", help="namespace of the Lease (POD_NAMESPACE)")
+    election.add_argument("--lease-duration", help="seconds before a silent leader is replaced")
+    election.add_argument("--renew-deadline", help="seconds the leader tries to renew, then stops")
+    election.add_argument("--retry-period", help="seconds between renewals and between tries")
     hooks = run.add_argument_group("webhooks (admission and conversion, HTTPS)")
     hooks.add_argument("--webhook-port", help="port of the webhooks (0: off)")
     hooks.add_argument("--webhook-address", help="address the webhooks listen on")

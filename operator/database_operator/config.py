@@ -6,6 +6,7 @@ same names. An invalid value stops start-up with a message that names the settin
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from typing import Annotated
 
@@ -77,22 +78,35 @@ class Settings(BaseSettings):
         description="Reconcile only the Databases labelled databases.example.com/shard=SHARD "
         "(selected by the API server); empty reconciles every Database.",
     )
-    peering: bool = Field(
-        default=False, description="Coordinate several replicas with Kopf peering (HA)."
+    leader_election: bool = Field(
+        default=False,
+        description="Elect the one replica that reconciles on a coordination.k8s.io Lease (HA); "
+        "the others watch, serve the webhooks and stand by.",
     )
-    peering_lifetime: int = Field(
-        default=60,
-        ge=5,
-        description="Seconds a peer's heartbeat stays valid: a crashed peer is replaced after it.",
-    )
-    peering_name: str = Field(
+    lease_name: str = Field(
         default="database-operator",
         min_length=1,
-        description="Name of the KopfPeering object (with a shard: database-operator-SHARD).",
+        description="Name of the Lease (with a shard: database-operator-SHARD).",
     )
-    priority: int | None = Field(
+    lease_namespace: str | None = Field(
         default=None,
-        description="Peering priority; empty derives a distinct one from the pod name (HA).",
+        description="Namespace of the Lease; empty: the operator's own (POD_NAMESPACE).",
+    )
+    lease_duration: float = Field(
+        default=15.0,
+        gt=0,
+        description="Seconds a standby waits, after the leader's last renewal, to take over.",
+    )
+    renew_deadline: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds the leader keeps trying to renew before it stops reconciling "
+        "(shorter than the lease duration: it stops before anyone can take over).",
+    )
+    retry_period: float = Field(
+        default=2.0,
+        gt=0,
+        description="Seconds between renewals, and between a standby's tries.",
     )
     webhook_port: int = Field(
         default=0,
@@ -164,10 +178,17 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _peering_per_shard(cls, data: object) -> object:
-        # Each shard's replicas elect their active one among themselves.
-        if isinstance(data, dict) and data.get("shard") and not data.get("peering_name"):
-            return {**data, "peering_name": f"database-operator-{data['shard']}"}
+    def _lease_per_shard(cls, data: object) -> object:
+        # Each shard's replicas elect their leader among themselves.
+        if isinstance(data, dict) and data.get("shard") and not data.get("lease_name"):
+            return {**data, "lease_name": f"database-operator-{data['shard']}"}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lease_in_own_namespace(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.get("lease_namespace"):
+            return {**data, "lease_namespace": os.environ.get("POD_NAMESPACE") or None}
         return data
 
     @field_validator("shard", mode="before")
@@ -187,12 +208,17 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _peering_needs_exact_namespaces(self) -> Settings:
-        # Kopf keeps one pause per peering object; the operator follows them (standby.py) and
-        # must know how many there are, which a namespace pattern leaves open.
-        if self.peering and not all(is_exact(ns) for ns in self.namespaces):
+    def _lease_timings(self) -> Settings:
+        if not self.leader_election:
+            return self
+        if self.lease_namespace is None:
             raise ValueError(
-                "peering needs namespaces named exactly (or none, for all): "
-                f"{', '.join(self.namespaces)} has a pattern"
+                "leader_election needs lease_namespace (in a pod: the POD_NAMESPACE variable)"
+            )
+        if not self.lease_duration > self.renew_deadline > self.retry_period:
+            raise ValueError(
+                "lease_duration must be longer than renew_deadline, and renew_deadline longer "
+                f"than retry_period (given {self.lease_duration}, {self.renew_deadline}, "
+                f"{self.retry_period})"
             )
         return self

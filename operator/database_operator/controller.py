@@ -29,7 +29,7 @@ from database_operator.api.models import KIND, Database
 from database_operator.backups.controller import BackupController, work_on
 from database_operator.cache import CachedKube, ObjectCache, newer, stripped, version
 from database_operator.config import Settings, is_exact
-from database_operator.kube import ApiError, Kube
+from database_operator.kube import ApiError, Kube, NotLeadingError, object_at
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import BackupFacts, Metrics
@@ -52,6 +52,9 @@ from database_operator.selection import child_selector, database_selector
 from database_operator.status import Outcome
 from database_operator.workqueue import WorkQueue
 
+#: Stale reads in a row (a write refused because the object changed since it was read) that are
+#: re-read and retried at once before they count as a failure.
+STALE_RETRIES = 3
 #: Consecutive failures of one Database before its Degraded condition says so.
 ERRORS_BEFORE_DEGRADED = 3
 #: The first wait before trying a failing Database again (it doubles up to the setting
@@ -64,7 +67,7 @@ TRIGGERS = {None: "resume", "ADDED": "create", "MODIFIED": "update"}
 #: Triggers that ask for a reconcile whatever the caches say: the periodic one, a retry after
 #: a failure, the first look after a start, the audit's (what the cache lacked), and a backup
 #: schedule's due time.
-SCHEDULED = frozenset({"resync", "retry", "resume", "audit", "schedule"})
+SCHEDULED = frozenset({"resync", "retry", "resume", "audit", "schedule", "leader", "stale"})
 #: The children the watches deliver whole (by our label): read from the cache, not the server.
 #: Jobs take and restore backups.
 WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim", "Job")
@@ -99,7 +102,9 @@ class Controller:
     #: resourceVersions): an event that arrives during a reconcile and turns out to be the echo
     #: of its own writes finds nothing new, and costs no second reconcile.
     settled: dict[Key, object] = field(default_factory=dict)
-    #: Set while this operator may act (always, unless peering pauses it: see standby.py).
+    #: Stale reads in a row per Database (see _stale).
+    _stale_reads: dict[Key, int] = field(default_factory=dict)
+    #: Set while this replica may reconcile: always, or with leader election while it leads.
     active: asyncio.Event = field(default_factory=asyncio.Event)
     now: Clock = system_clock
     #: The DatabaseBackups' own loop: it shares the client, the caches and the pause.
@@ -165,6 +170,20 @@ class Controller:
             return False
         self.databases[key] = stripped(body)
         return True
+
+    # --- leading ------------------------------------------------------------------------------
+
+    def lead(self, leading: bool) -> None:
+        """Start (or stop) reconciling. A new leader looks at every Database it knows afresh:
+        what the previous one left undone is found by looking, not by remembering."""
+        if not leading:
+            self.active.clear()
+            return
+        self.settled.clear()
+        for key in self.databases:
+            self.queue.add(key, "leader")
+        self.backups.lead()
+        self.active.set()
 
     # --- the workers --------------------------------------------------------------------------
 
@@ -291,9 +310,14 @@ class Controller:
                     return None
                 result = await self._reconcile(key, body)
             except Exception as error:
-                if isinstance(error, ApiError) and self._is_gone(key, error):
+                if isinstance(error, NotLeadingError):
+                    span.set_attribute("reconcile.result", "not leading")
+                    self.queue.add(key, trigger)  # for whoever leads next: maybe us again
+                elif isinstance(error, ApiError) and self._is_gone(key, error):
                     span.set_attribute("reconcile.result", "gone")
                     self._forget(key)
+                elif isinstance(error, ApiError) and await self._stale(key, error):
+                    span.set_attribute("reconcile.result", "stale")
                 else:
                     span.set_attribute("reconcile.result", "error")
                     tracing.fail(span, error)
@@ -304,6 +328,7 @@ class Controller:
                 old = body.get("status") or {}
                 tracing.add_events(span, tracing.status_events(old, result.status.to_wire()))
             self.queue.forget(key)
+            self._stale_reads.pop(key, None)
             if result.gone:
                 self._forget(key)
                 return result
@@ -311,6 +336,35 @@ class Controller:
             self._record(key, trigger, result, started)
             self.settled[key] = self._versions(key, self.databases.get(key, body))
             return result
+
+    async def _stale(self, key: Key, error: ApiError) -> bool:
+        """A write refused because what it was built from changed meanwhile (a conflict, or a
+        guarded patch whose resourceVersion test failed): a stale read, not a failure. Read the
+        Database afresh, drop the cached child the write was for, and go again at once — a few
+        times in a row, then it counts as a failure."""
+        if error.status != 409:
+            return False
+        stale = self._stale_reads.get(key, 0) + 1
+        if stale > STALE_RETRIES:
+            self._stale_reads.pop(key, None)
+            return False
+        self._stale_reads[key] = stale
+        if (child := object_at(error.path)) is not None and self.children.holds(child[0]):
+            await self.client.get_live(*child)  # kept in the cache, fresher than what was held
+        fresh = await self.kube.get(KIND, *key)
+        if fresh is None:
+            self._forget(key)
+            return True
+        self.databases[key] = stripped(fresh)
+        get_logger().info(
+            "stale read: retrying with a fresh copy",
+            namespace=key[0],
+            name=key[1],
+            error=str(error),
+            attempt=stale,
+        )
+        self.queue.add(key, "stale")
+        return True
 
     @staticmethod
     def _is_gone(key: Key, error: ApiError) -> bool:
@@ -327,6 +381,7 @@ class Controller:
 
     def _forget(self, key: Key) -> None:
         self.settled.pop(key, None)
+        self._stale_reads.pop(key, None)
         self.databases.pop(key, None)
         self.queue.discard(key)
         self.metrics.phases.forget(*key)

@@ -1,7 +1,8 @@
 """Kopf wiring only: which watch events reach the controller, and Kopf's own settings.
 
 Kopf watches (Databases and DatabaseBackups; Deployments, Services, claims and Jobs selected by
-our label on the server; with a shard, only that shard's), logs in, runs peering and probes.
+our label on the server; with a shard, only that shard's) and logs in. Every replica watches,
+leader or not (leader.py decides who reconciles): a standby's caches are warm when it takes over.
 Every event only feeds the controller's caches and queues (controller.py), which reconcile: no
 Kopf change handlers, so Kopf writes nothing on the Databases itself — no progress or diff-base
 annotations, no finalizer of its own.
@@ -14,7 +15,6 @@ all are indexed, at a cost that grows with the square of their number.)
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import kopf
@@ -23,7 +23,6 @@ from database_operator.api.backup import BACKUP_PLURAL
 from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.config import Settings, is_exact
 from database_operator.controller import Controller
-from database_operator.kube import ApiError, Kube
 from database_operator.selection import child_selector, database_selector
 from database_operator.webhooks.admission import Admission, RefusedError, pinned_version
 from database_operator.webhooks.configuration import MUTATE, VALIDATE
@@ -44,7 +43,7 @@ KOPF_FINALIZER = f"{GROUP}/kopf-finalizer"
 LIST_CHUNK = 250
 #: How long Kopf keeps an object's task after its last event (Kopf's default: 5 s).
 IDLE_TIMEOUT_S = 0.5
-#: Kopf's own API calls (watch, peering, probes) retry server errors this often, then the watch
+#: Kopf's own API calls (watch, probes) retry server errors this often, then the watch
 #: reconnects; none of them writes a Database.
 KOPF_ERROR_BACKOFFS = (1, 2, 4, 8, 16, 30)
 
@@ -85,7 +84,6 @@ def configure_kopf(
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
-    settings.peering.lifetime = ours.peering_lifetime
     # Watching named namespaces only: no cluster-wide listing of namespaces (and CRDs), so a
     # Role per namespace is all the RBAC it needs. Globs still need the scan to find matches.
     settings.scanning.disabled = bool(ours.namespaces) and all(
@@ -96,30 +94,6 @@ def configure_kopf(
     # own would have a 30 s timeout, no namespace selector, and vanish with each replica.
     settings.admission.server = webhook_server
     settings.admission.managed = None
-
-
-async def ensure_peering_objects(
-    kube: Kube, settings: Settings, logger: logging.Logger | logging.LoggerAdapter[Any]
-) -> None:
-    """Kopf peers meet in a KopfPeering per watched namespace (a ClusterKopfPeering when
-    watching all), and Kopf never creates it: without it every peer stays paused. Create it."""
-    name = settings.peering_name
-    objects: list[dict[str, Any]] = (
-        [
-            {"kind": "KopfPeering", "metadata": {"name": name, "namespace": ns}}
-            for ns in settings.namespaces
-        ]
-        if settings.namespaces
-        else [{"kind": "ClusterKopfPeering", "metadata": {"name": name}}]
-    )
-    for obj in objects:
-        try:
-            await kube.create({"apiVersion": "kopf.dev/v1", **obj}, exist_ok=True)
-        except ApiError as error:
-            logger.warning(
-                "cannot create the peering object; create it or peers stay paused",
-                extra={"peering_kind": obj["kind"], "error": str(error)},
-            )
 
 
 def register(
@@ -133,10 +107,8 @@ def register(
     ours = controller.settings
 
     @kopf.on.startup(id="configure", registry=registry)
-    async def startup(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure_kopf(settings, ours, webhook_server)
-        if ours.peering:
-            await ensure_peering_objects(controller.kube, ours, logger)
 
     @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import re
 from collections.abc import AsyncIterator, Callable
@@ -51,13 +52,14 @@ RESOURCES: dict[str, tuple[str, str]] = {
         "mutatingwebhookconfigurations",
     ),
     "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions"),
-    # Kopf's peering objects (HA): one per watched namespace, or one for the cluster.
-    "KopfPeering": ("/apis/kopf.dev/v1", "kopfpeerings"),
-    "ClusterKopfPeering": ("/apis/kopf.dev/v1", "clusterkopfpeerings"),
+    # Leader election (HA): the Lease whose holder reconciles.
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
 }
 
 #: HTTP statuses worth retrying: conflicts, throttling, and the server's own trouble.
 RETRYABLE = {0, 401, 409, 429, 500, 502, 503, 504}
+#: How kube-apiserver words a JSON patch whose ``test`` operation failed (a 422).
+TEST_FAILED = "test failed"
 #: HTTP statuses that refuse the content of a write (invalid or malformed).
 INVALID = {400, 422}
 #: How kube-apiserver's authorizer words a 403 (RBAC). Every other 403 is a refusal by
@@ -99,6 +101,21 @@ class ApiError(Exception):
         """Worth trying again soon: no answer, a conflict, throttling, a server error, or a
         permission an administrator may grant (RBAC applied after the operator)."""
         return self.status in RETRYABLE or self.forbidden
+
+
+def object_at(path: str) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of a namespaced object's API path (a subresource's too)."""
+    for kind, (prefix, plural) in RESOURCES.items():
+        head = f"{prefix}/namespaces/"
+        if path.startswith(head):
+            parts = path[len(head) :].split("/")
+            if len(parts) >= 3 and parts[1] == plural:
+                return kind, parts[0], parts[2]
+    return None
+
+
+class NotLeadingError(ApiError):
+    """A write refused before it was sent: this replica does not surely hold the Lease."""
 
 
 def api_error(error: Exception, verb: str, path: str) -> ApiError:
@@ -195,6 +212,14 @@ class Kube:
         self.on_error = on_error
         threads = int(api.configuration.connection_pool_maxsize or 10)
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="kube")
+        #: Asked before every write; a write it refuses raises NotLeadingError unsent.
+        self.fence: Callable[[], bool] | None = None
+
+    def fenced(self, may_write: Callable[[], bool]) -> Kube:
+        """This Kube (the same connections and threads) writing only while ``may_write``."""
+        clone = copy.copy(self)
+        clone.fence = may_write
+        return clone
 
     @staticmethod
     def path(
@@ -243,6 +268,8 @@ class Kube:
 
     async def _acall(self, verb: str, path: str, **kwargs: Any) -> Manifest:
         """The request in the client's threads, as a span of whatever is current (a reconcile's)."""
+        if verb != "GET" and self.fence is not None and not self.fence():
+            raise NotLeadingError(0, "NotLeading", "this replica does not lead", verb, path)
         loop = asyncio.get_running_loop()
         with tracing.span(*describe(verb, path), record_errors=False) as span:
             try:
@@ -326,6 +353,40 @@ class Kube:
                 items.append({"kind": kind, "metadata": {k: meta[k] for k in kept if k in meta}})
             version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
         return items, version
+
+    async def next_change(
+        self, kind: str, namespace: str, name: str, resource_version: str, timeout: float
+    ) -> bool:
+        """Wait (at most ``timeout`` seconds) until the object changes after
+        ``resource_version``: a watch of that one object, ended by its first event."""
+        path = self.path(kind, namespace)
+        query = [
+            ("watch", "true"),
+            ("fieldSelector", f"metadata.name={name}"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(max(1, int(timeout)))),
+        ]
+
+        def first_event() -> bool:
+            try:
+                response = self.api.call_api(
+                    path,
+                    "GET",
+                    query_params=query,
+                    header_params={"Accept": "application/json"},
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _return_http_data_only=True,
+                    _request_timeout=timeout + 5,
+                )
+            except (ApiException, HTTPError, OSError) as raw:
+                raise api_error(raw, "WATCH", path) from raw
+            try:
+                return bool(response.read(1))  # the first byte of the first event, or the end
+            finally:
+                response.release_conn()
+
+        return await asyncio.get_running_loop().run_in_executor(self._threads, first_event)
 
     async def serves(self, group_version: str, resources: tuple[str, ...] = ()) -> bool:
         """Whether the API server serves ``group/version`` yet, with each of ``resources`` (a new
@@ -413,6 +474,9 @@ class Kube:
         except ApiError as error:
             if missing_ok and error.status == 404:
                 return {}
+            if error.status == 422 and TEST_FAILED in error.message:
+                # A guarded patch whose test failed: the object changed since it was read.
+                raise ApiError(409, "Conflict", error.message, error.verb, error.path) from error
             raise
 
     async def patch_status(

@@ -81,23 +81,19 @@ CLUSTER_RULES: list[Rule] = [
     },
 ]
 
-#: HA only (peering on): the KopfPeering of each watched namespace, which the operator creates.
-PEERING_NAMESPACED_RULES: list[Rule] = [
-    {
-        "apiGroups": ["kopf.dev"],
-        "resources": ["kopfpeerings"],
-        "verbs": ["get", "list", "watch", "create", "patch"],
-    },
-]
-
-#: HA only, watching every namespace: one ClusterKopfPeering instead.
-PEERING_CLUSTER_RULES: list[Rule] = [
-    {
-        "apiGroups": ["kopf.dev"],
-        "resources": ["clusterkopfpeerings"],
-        "verbs": ["get", "list", "watch", "create", "patch"],
-    },
-]
+#: Leader election (HA): the Lease, in the operator's own namespace, narrowed to its name but for
+#: `create` (which RBAC cannot narrow by name: the object does not exist yet). `watch` with the
+#: name's field selector lets a standby take a released Lease at once.
+LEASE_CREATE_RULE: Rule = {
+    "apiGroups": ["coordination.k8s.io"],
+    "resources": ["leases"],
+    "verbs": ["create"],
+}
+LEASE_RULE: Rule = {
+    "apiGroups": ["coordination.k8s.io"],
+    "resources": ["leases"],
+    "verbs": ["get", "watch", "update"],
+}
 
 
 #: Webhooks on (any certificate mode): the admission quota reads the namespace's annotations.
@@ -195,14 +191,19 @@ def webhook_secret_rules(secret: str = webhooks.DEFAULT_SECRET) -> list[Rule]:
     return [_named(WEBHOOK_SECRET_RULE, [secret]), WEBHOOK_SECRET_CREATE_RULE]
 
 
-def cluster_role_rules(peering: bool = False) -> list[Rule]:
+def cluster_role_rules() -> list[Rule]:
     """The ClusterRole of an operator that watches every namespace."""
-    return NAMESPACED_RULES + CLUSTER_RULES + (PEERING_CLUSTER_RULES if peering else [])
+    return NAMESPACED_RULES + CLUSTER_RULES
 
 
-def namespaced_rules(peering: bool = False) -> list[Rule]:
+def namespaced_rules() -> list[Rule]:
     """The Role in each namespace of an operator that watches named namespaces."""
-    return NAMESPACED_RULES + (PEERING_NAMESPACED_RULES if peering else [])
+    return list(NAMESPACED_RULES)
+
+
+def lease_rules(name: str = "database-operator") -> list[Rule]:
+    """The Role in the operator's namespace for leader election on the Lease ``name``."""
+    return [_named(LEASE_RULE, [name]), LEASE_CREATE_RULE]
 
 
 def rules_file() -> dict[str, Any]:
@@ -210,8 +211,9 @@ def rules_file() -> dict[str, Any]:
     return {
         "namespaced": NAMESPACED_RULES,
         "cluster": CLUSTER_RULES,
-        "peeringNamespaced": PEERING_NAMESPACED_RULES,
-        "peeringCluster": PEERING_CLUSTER_RULES,
+        # Without resourceNames: the chart adds its Lease's name, as lease_rules() does.
+        "lease": LEASE_RULE,
+        "leaseCreate": LEASE_CREATE_RULE,
         # Without resourceNames: the chart adds its release's names, as webhook_*_rules() do.
         "webhook": {
             "namespaces": WEBHOOK_NAMESPACES_RULE,
@@ -226,7 +228,7 @@ def rules_file() -> dict[str, Any]:
 
 
 def cluster_role(name: str = "database-operator") -> dict[str, Any]:
-    """The ClusterRole of config/rbac/role.yaml (one replica, no peering)."""
+    """The ClusterRole of config/rbac/role.yaml."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -309,7 +311,8 @@ SMOKE_NAMESPACE = "database-operator-smoke"
 #: apply (server-side apply is a patch), update, and delete those an upgrade, a rollback or an
 #: uninstall drops.
 MANAGE = ["get", "list", "watch", "create", "update", "patch", "delete"]
-#: The CRDs the chart installs (crds.enabled), named after the CRDs themselves.
+#: The CRDs the chart installs (crds.enabled), named after the CRDs themselves; and Kopf's
+#: peering CRDs, which releases before leader election installed: an upgrade removes them.
 CHART_CRDS = [
     f"{PLURAL}.{GROUP}",
     f"{BACKUP_PLURAL}.{GROUP}",
@@ -381,21 +384,14 @@ def deployer_cluster_rules(fullname: str = DEPLOYER_RELEASE) -> list[Rule]:
                 "verbs": ["patch"],
                 "resourceNames": [DEPLOYER_NAMESPACE, SMOKE_NAMESPACE],
             },
-            # --- the smoke test: a Database in its own namespace, and the peering object that names
-            # the active replica (a KopfPeering there, or the ClusterKopfPeering).
+            # --- the smoke test: a Database in its own namespace
             {
                 "apiGroups": [GROUP],
                 "resources": [PLURAL],
                 "verbs": ["get", "list", "watch", "create", "patch", "delete"],
             },
-            {
-                "apiGroups": ["kopf.dev"],
-                "resources": ["kopfpeerings", "clusterkopfpeerings"],
-                "verbs": ["get", "list"],
-            },
             # --- what the chart grants, held (see above)
-            *cluster_role_rules(peering=True),
-            *PEERING_NAMESPACED_RULES,
+            *cluster_role_rules(),
             *webhook_cluster_rules(fullname),
             *(rule for rules in AGGREGATE_RULES.values() for rule in rules),
         ]
@@ -431,6 +427,8 @@ def deployer_namespaced_rules(fullname: str = DEPLOYER_RELEASE) -> list[Rule]:
             {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
             *webhook_secret_rules(f"{fullname}-webhook-cert"),
+            # The Lease's Role, held; the smoke test reads the Lease to find the leader.
+            *lease_rules(fullname),
         ]
     )
 

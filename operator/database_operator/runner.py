@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import socket
-import zlib
+import uuid
 
 import kopf
 
@@ -20,35 +20,45 @@ from database_operator.events import EventRecorder
 from database_operator.handlers import register
 from database_operator.health import Health
 from database_operator.kube import ApiError, Kube, new_api_client
+from database_operator.leader import LeaderElection
 from database_operator.logs import get_logger
 from database_operator.metrics import Metrics
-from database_operator.standby import follow_kopf_peering
 from database_operator.webhooks.admission import Admission
 from database_operator.webhooks.keeper import Webhooks
 
 
-def peering_priority(settings: Settings) -> int:
-    """The configured priority, else one derived from the pod name: replicas of one Deployment
-    must differ, since Kopf pauses every peer when the highest priority is shared."""
-    if settings.priority is not None:
-        return settings.priority
-    identity = os.environ.get("POD_NAME") or socket.gethostname()
-    return 1 + zlib.crc32(identity.encode()) % 10_000
+def identity() -> str:
+    """This replica's name in the Lease: the pod's name, made unique per process (a restarted
+    container must not inherit its previous life's lease)."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def leader_election(kube: Kube, settings: Settings) -> LeaderElection | None:
+    """This replica's candidacy, when leader election is on."""
+    if not settings.leader_election:
+        return None
+    return LeaderElection(
+        kube,
+        namespace=str(settings.lease_namespace),
+        name=settings.lease_name,
+        identity=identity(),
+        lease_duration=settings.lease_duration,
+        renew_deadline=settings.renew_deadline,
+        retry_period=settings.retry_period,
+    )
 
 
 CRD_POLL_S = 2.0
 
 
 async def wait_for_crds(kube: Kube, settings: Settings, stopping: asyncio.Event) -> bool:
-    """Wait until the API server serves our CRDs (and Kopf's peering CRDs when peering).
+    """Wait until the API server serves our CRDs.
 
     Kopf looks resources up when it starts and when a CRD changes; a CRD created just before the
     operator starts (a chart installing both at once) can be missed for good. Starting Kopf only
     once they are served closes that race. False when stopped meanwhile.
     """
-    wanted = [(f"{GROUP}/{VERSION}", (PLURAL, BACKUP_PLURAL))] + (
-        [("kopf.dev/v1", ())] if settings.peering else []
-    )
+    wanted = [(f"{GROUP}/{VERSION}", (PLURAL, BACKUP_PLURAL))]
     told = False
     for group_version, resources in wanted:
         while not stopping.is_set():
@@ -72,6 +82,84 @@ async def wait_for_crds(kube: Kube, settings: Settings, stopping: asyncio.Event)
     return not stopping.is_set()
 
 
+def announce(settings: Settings, election: LeaderElection | None, traces: str | bool) -> None:
+    get_logger().info(
+        "starting",
+        namespaces=settings.namespaces or "all",
+        resync_interval_s=settings.resync_interval,
+        lease=f"{settings.lease_namespace}/{settings.lease_name}" if election else None,
+        identity=election.identity if election else None,
+        metrics_port=settings.metrics_port,
+        health_port=settings.health_port,
+        webhook_port=settings.webhook_port or None,
+        tracing=traces,
+    )
+
+
+def take_signals(stopping: asyncio.Event) -> None:
+    """SIGINT and SIGTERM set ``stopping``."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+
+
+async def run_kopf(
+    registry: kopf.OperatorRegistry,
+    settings: Settings,
+    stopping: asyncio.Event,
+    ready: asyncio.Event,
+) -> None:
+    """Kopf's watches, until ``stopping``. Every replica watches: the Lease, not Kopf's peering,
+    elects the one that reconciles."""
+    kopf_task = asyncio.create_task(
+        kopf.operator(
+            registry=registry,
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            standalone=True,
+            stop_flag=stopping,
+            ready_flag=ready,
+        )
+    )
+    # Kopf installs its own signal handlers as it starts (they would stop it, slower, without
+    # releasing the Lease first): ours again, over them.
+    await asyncio.sleep(0.1)
+    take_signals(stopping)
+    await kopf_task
+
+
+async def operate(
+    *,
+    settings: Settings,
+    kube: Kube,
+    controller: Controller,
+    registry: kopf.OperatorRegistry,
+    webhooks: Webhooks | None,
+    election: LeaderElection | None,
+    recorder: EventRecorder,
+    health: Health,
+    stopping: asyncio.Event,
+) -> None:
+    """Once the CRDs are served: the webhooks, the caches, the workers, the campaign for the
+    Lease and Kopf's watches; on the way out, the Lease released first."""
+    if not await wait_for_crds(kube, settings, stopping):
+        return
+    if webhooks is not None:  # before Kopf: conversion is served as soon as we are up
+        await webhooks.start()
+    with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
+        await controller.prime()
+    workers = controller.start(settings.workers)
+    campaign = asyncio.create_task(election.run(stopping)) if election else None
+    try:
+        await run_kopf(registry, settings, stopping, health.ready)
+    finally:
+        if campaign is not None:
+            stopping.set()
+            await campaign  # released: the standby takes over while we finish stopping
+        await controller.stop(workers)
+        await recorder.drain()
+
+
 async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> None:
     """Run until stopped (SIGINT/SIGTERM, or ``stop_flag``)."""
     log = get_logger()
@@ -86,8 +174,11 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     # Each worker makes one call at a time; Events are posted beside them.
     api = new_api_client(connections=max(16, 2 * settings.workers))
     kube = Kube(api, on_error=lambda error: metrics.api_errors.labels(str(error.status)).inc())
-    recorder = EventRecorder(kube)
-    controller = Controller(kube, settings, metrics, recorder.for_object)
+    election = leader_election(kube, settings)
+    # The reconciling side writes only while it surely leads; the webhooks write as every replica.
+    writer = kube.fenced(election.may_write) if election else kube
+    recorder = EventRecorder(writer)
+    controller = Controller(writer, settings, metrics, recorder.for_object)
     webhooks = Webhooks(kube, settings) if settings.webhook_port else None
     registry = register(
         controller,
@@ -95,62 +186,35 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         Admission(kube, settings.image_registries) if webhooks else None,
         webhooks.server if webhooks else None,
     )
-    if settings.peering:
-        follow_kopf_peering(controller.active, len(settings.namespaces) or 1)
+    if election is not None:
+        election.on_change = controller.lead
     else:
-        controller.active.set()
+        controller.lead(True)
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
     health = Health(webhooks.server if webhooks else None)
     health_runner = await health.serve(settings.health_port) if settings.health_port else None
-    priority = peering_priority(settings)
-    log.info(
-        "starting",
-        namespaces=settings.namespaces or "all",
-        resync_interval_s=settings.resync_interval,
-        peering=settings.peering,
-        priority=priority if settings.peering else None,
-        metrics_port=settings.metrics_port,
-        health_port=settings.health_port,
-        webhook_port=settings.webhook_port or None,
-        tracing=tracing.protocol() if traces else False,
-    )
+    announce(settings, election, tracing.protocol() if traces else False)
 
-    # Until Kopf installs its own signal handlers, SIGINT/SIGTERM stop the wait for the CRDs.
+    # SIGINT/SIGTERM set ``stopping``, which stops the wait for the CRDs, releases the Lease at
+    # once (a rolling update hands over in about a second) and stops Kopf (its stop flag).
     stopping = stop_flag or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
-
-    async def operate() -> None:
-        if not await wait_for_crds(kube, settings, stopping):
-            return
-        if webhooks is not None:  # before Kopf: conversion is served as soon as we are up
-            await webhooks.start()
-        # Kopf's own signal handling from here on (with a stop flag of ours it polls, slowly).
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-        with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
-            await controller.prime()
-        workers = controller.start(settings.workers)
-        try:
-            await kopf.operator(
-                registry=registry,
-                clusterwide=not settings.namespaces,
-                namespaces=settings.namespaces,
-                # Passing a peering name makes peering mandatory in Kopf: only when asked for.
-                standalone=not settings.peering,
-                peering_name=settings.peering_name if settings.peering else None,
-                priority=priority,
-                stop_flag=stop_flag,
-                ready_flag=health.ready,
-            )
-        finally:
-            await controller.stop(workers)
-            await recorder.drain()
+    take_signals(stopping)
 
     # Alive while waiting for the CRDs too; ready only once Kopf watches.
-    health.operator_task = asyncio.create_task(operate())
+    health.operator_task = asyncio.create_task(
+        operate(
+            settings=settings,
+            kube=kube,
+            controller=controller,
+            registry=registry,
+            webhooks=webhooks,
+            election=election,
+            recorder=recorder,
+            health=health,
+            stopping=stopping,
+        )
+    )
     try:
         await health.operator_task
     finally:

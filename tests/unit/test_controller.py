@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from database_operator.config import Settings
-from database_operator.controller import ERRORS_BEFORE_DEGRADED, Controller
-from database_operator.kube import Kube
+from database_operator.controller import ERRORS_BEFORE_DEGRADED, STALE_RETRIES, Controller
+from database_operator.kube import Kube, NotLeadingError
 from database_operator.manifest import Manifest
 from database_operator.metrics import Metrics
 from database_operator.reconcile import FINALIZER, EventSink
@@ -162,7 +162,7 @@ async def test_deletion_finishes_though_the_finalizer_removal_fails_at_first() -
     await process_all(controller)
     assert stored(kube, "PersistentVolumeClaim", "db-data") is not None
     deleting = delete(kube)
-    kube.fail("PATCH", "Database", 409)  # the finalizer removal, once
+    kube.fail("PATCH", "Database", 500)  # the finalizer removal, once
     controller.observe("MODIFIED", deleting)
     await process_all(controller)
     assert stored(kube, "Database") is not None
@@ -222,3 +222,52 @@ async def test_an_older_watch_event_never_replaces_what_our_write_returned() -> 
     newest = controller.databases[(NS, "db")]
     controller.observe("MODIFIED", body)  # the event of an older version, arriving late
     assert controller.databases[(NS, "db")] is newest
+
+
+def error_count(controller: Controller) -> float:
+    return controller.metrics.reconciles.labels("error")._value.get()
+
+
+@synchronously
+async def test_a_stale_read_is_read_afresh_and_retried_at_once_not_counted_as_an_error() -> None:
+    """A write refused because the object changed since it was read (409, or a guarded patch's
+    failed test, which Kube turns into a 409): what a new leader meets first after a failover."""
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    kube.fail("PATCH", "Database", 409)  # the finalizer's guarded patch
+    await process_all(controller)
+    assert error_count(controller) == 0
+    assert FINALIZER in (stored(kube, "Database") or {})["metadata"]["finalizers"]
+    assert controller.queue.failures((NS, "db")) == 0
+
+
+@synchronously
+async def test_stale_reads_that_keep_coming_count_as_a_failure() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    kube.fail("PATCH", "Database", 409, times=STALE_RETRIES + 1)
+    await process_all(controller)
+    assert error_count(controller) == 1
+    assert controller.queue._slots[(NS, "db")].trigger == "retry"
+
+
+@synchronously
+async def test_a_replica_that_stops_leading_mid_reconcile_leaves_the_database_queued() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    kube.failures.append(
+        ("PATCH", "Database", NotLeadingError(0, "NotLeading", "fenced", "PATCH", "Database"))
+    )
+    controller.lead(False)
+    item = await controller.queue.get()
+    assert item is not None
+    await controller.process(*item)
+    controller.queue.done(item[0])
+    assert error_count(controller) == 0
+    assert len(controller.queue) == 1  # waiting for whoever leads
+    controller.lead(True)
+    await process_all(controller)
+    assert FINALIZER in (stored(kube, "Database") or {})["metadata"]["finalizers"]

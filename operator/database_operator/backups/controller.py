@@ -21,7 +21,7 @@ from database_operator.backups import state
 from database_operator.backups.reconcile import BackupReconciler, EventsFor
 from database_operator.cache import newer, stripped, version
 from database_operator.config import Settings
-from database_operator.kube import ApiError, Kube, KubeApi
+from database_operator.kube import ApiError, Kube, KubeApi, NotLeadingError
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import Metrics
@@ -203,6 +203,11 @@ class BackupController:
         for key in self.index.keys_in(None):
             self.queue.add(key, "resume")
 
+    def lead(self) -> None:
+        """This replica starts leading: look at every DatabaseBackup afresh."""
+        for key in self.index.keys_in(None):
+            self.queue.add(key, "resume")
+
     async def audit(self, namespace: str | None) -> None:
         """Correct what a lost watch event left wrong in the index (see Controller.audit)."""
         listed, at = await self.kube.list_metadata(
@@ -246,6 +251,9 @@ class BackupController:
             )
         except ApiError as error:
             if error.status == 404:  # deleted meanwhile: its DELETED event follows
+                return
+            if isinstance(error, NotLeadingError):  # stepped down: the leader takes it on
+                self.queue.add(key, trigger)
                 return
             delay, failures = self.queue.backoff(key)
             self.queue.schedule(key, delay, "retry")
