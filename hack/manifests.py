@@ -94,6 +94,9 @@ def generated() -> dict[Path, str]:
         ROOT / "config/crd/bases/databases.example.com_databasebackups.yaml": backup_crd_yaml(),
         ROOT / "config/rbac/role.yaml": dump(rbac.cluster_role(), "rbac.py"),
         ROOT / "config/rbac/webhook_role.yaml": dump_all(rbac.webhook_roles(), "rbac.py"),
+        ROOT / "config/rbac/leader_election_role.yaml": dump_all(
+            rbac.leader_election_roles(), "rbac.py"
+        ),
         ROOT / "config/rbac/aggregate_roles.yaml": dump_all(
             rbac.aggregated_cluster_roles(), "rbac.py"
         ),
@@ -109,9 +112,6 @@ def generated() -> dict[Path, str]:
         ROOT / "helm/database-operator/files/crds/databases.example.com_databasebackups.yaml": (
             backup_crd_yaml()
         ),
-        ROOT / "helm/database-operator/files/crds/kopf.dev_peerings.yaml": (
-            ROOT / "config/crd/bases/kopf.dev_peerings.yaml"
-        ).read_text(),
         ROOT / "config/deployer/deployer.yaml": dump_all(rbac.deployer_manifests(), "rbac.py"),
         ROOT / "config/deployer/kustomization.yaml": DEPLOYER_KUSTOMIZATION,
         ROOT / "config/prometheus/prometheus_rule.yaml": rules_header

@@ -206,6 +206,20 @@ def lease_rules(name: str = "database-operator") -> list[Rule]:
     return [_named(LEASE_RULE, [name]), LEASE_CREATE_RULE]
 
 
+def leader_election_roles(
+    namespace: str = webhooks.DEFAULT_NAMESPACE,
+    account: str = "database-operator",
+    name: str = "database-operator-leader-election",
+    lease: str = "database-operator",
+) -> list[dict[str, Any]]:
+    """config/rbac/leader_election_role.yaml: the Role on the Lease ``lease`` in the operator's
+    namespace, and its binding, for the names `kubectl apply -k config/default` installs."""
+    subjects = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+    return role_and_binding(
+        "Role", {"name": name, "namespace": namespace}, lease_rules(lease), subjects
+    )
+
+
 def rules_file() -> dict[str, Any]:
     """What the Helm chart reads (files/rbac-rules.yaml)."""
     return {
@@ -312,7 +326,8 @@ SMOKE_NAMESPACE = "database-operator-smoke"
 #: uninstall drops.
 MANAGE = ["get", "list", "watch", "create", "update", "patch", "delete"]
 #: The CRDs the chart installs (crds.enabled), named after the CRDs themselves; and Kopf's
-#: peering CRDs, which releases before leader election installed: an upgrade removes them.
+#: peering CRDs, which releases before leader election installed: an upgrade keeps them (their
+#: resource policy is "keep"), and the deployer may still delete them (docs/operations.md).
 CHART_CRDS = [
     f"{PLURAL}.{GROUP}",
     f"{BACKUP_PLURAL}.{GROUP}",
@@ -365,10 +380,12 @@ def deployer_cluster_rules(fullname: str = DEPLOYER_RELEASE) -> list[Rule]:
                 ["clusterroles"],
                 [*role_names, *(f"{fullname}-{role}" for role in AGGREGATE_RULES)],
             ),
+            *_changes("rbac.authorization.k8s.io", ["clusterrolebindings"], role_names),
+            # ... and the Lease's Role, in the release's namespace (leader election).
             *_changes(
                 "rbac.authorization.k8s.io",
-                ["clusterrolebindings", "roles", "rolebindings"],
-                role_names,
+                ["roles", "rolebindings"],
+                [*role_names, f"{fullname}-leader-election"],
             ),
             *_changes(
                 "admissionregistration.k8s.io",
@@ -427,8 +444,10 @@ def deployer_namespaced_rules(fullname: str = DEPLOYER_RELEASE) -> list[Rule]:
             {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
             *webhook_secret_rules(f"{fullname}-webhook-cert"),
-            # The Lease's Role, held; the smoke test reads the Lease to find the leader.
-            *lease_rules(fullname),
+            # The Lease's Role, held for any Lease of the namespace: the chart names one per
+            # shard (`<leaseName>-<shard>`). The smoke test reads the Lease to find the leader.
+            LEASE_RULE,
+            LEASE_CREATE_RULE,
         ]
     )
 

@@ -46,6 +46,8 @@ HOOK_KINDS = ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"
 WEBHOOK_DOWN = 'failed calling webhook "mutate.databases.example.com"'
 #: A denied or unauthenticated request, however Kopf, the client or the operator logs it.
 DENIED = re.compile(r"forbidden|unauthorized|\b40[13] ", re.IGNORECASE)
+#: The name the operators started as the chart's Deployment's pod have (POD_NAME).
+LOCAL_POD = "database-operator-5c7d9-local"
 
 
 @dataclass
@@ -175,7 +177,8 @@ def start_as_deployed(
 ) -> OperatorProcess:
     """The operator with the installed Deployment's own arguments (ports off, quick resyncs and
     DEBUG logs added after them, and ``extra``: the last flag wins), authenticated as
-    ``kubeconfig``'s user."""
+    ``kubeconfig``'s user, with the pod's namespace and name as the downward API gives them
+    (POD_NAME: ``LOCAL_POD``)."""
     args = container(cluster, namespace, fullname(release)).args
     assert args[0] == "run"
     return start_operator(
@@ -188,7 +191,16 @@ def start_as_deployed(
         "--log-level=DEBUG",
         *extra,
         kubeconfig=kubeconfig,
+        env={"POD_NAMESPACE": namespace, "POD_NAME": LOCAL_POD},
     )
+
+
+def lease_holder(cluster: Cluster, namespace: str, name: str) -> str:
+    """The pod holding the Lease (its holderIdentity is "<pod>_<8 hex>"), or ""."""
+    holder = cluster.kubectl(
+        "get", "lease", name, "-n", namespace, "-o", "jsonpath={.spec.holderIdentity}", check=False
+    )
+    return holder.rpartition("_")[0]
 
 
 def reconciles_to_active(cluster: Cluster, namespace: str, name: str) -> None:
@@ -252,7 +264,14 @@ def test_helm_install_upgrade_and_uninstall(
     cluster: Cluster, helm: Helm, namespace: str, release: str
 ) -> None:
     name = fullname(release)
-    helm("install", release, str(CHART), "--namespace", namespace, "--set", "crds.enabled=false")
+    helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        *sets("crds.enabled=false", "leaderElection.enabled=false"),
+    )
 
     cluster.core.read_namespaced_service_account(name, namespace)
     cluster.core.read_namespaced_service(f"{name}-metrics", namespace)
@@ -260,13 +279,15 @@ def test_helm_install_upgrade_and_uninstall(
     for kind in HOOK_KINDS:
         hooks = json.loads(cluster.kubectl("get", kind, name, "-o", "json"))["webhooks"]
         assert hooks[0]["clientConfig"]["service"]["name"] == f"{name}-webhook"
-    assert rules_of(cluster, "clusterrole", name) == rbac.cluster_role_rules(peering=False)
+    assert rules_of(cluster, "clusterrole", name) == rbac.cluster_role_rules()
     binding = json.loads(cluster.kubectl("get", "clusterrolebinding", name, "-o", "json"))
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
     deployment = cluster.apps.read_namespaced_deployment(name, namespace)
     assert deployment.spec.replicas == 1
-    assert deployment.spec.strategy.type == "Recreate"
+    assert deployment.spec.strategy.type == "Recreate"  # one replica, no leader election
     assert "--log-level=INFO" in deployment.spec.template.spec.containers[0].args
+    lease_role = f"{name}-leader-election"
+    assert "NotFound" in cluster.kubectl("get", "role", lease_role, "-n", namespace, check=False)
 
     helm(
         "upgrade",
@@ -282,12 +303,16 @@ def test_helm_install_upgrade_and_uninstall(
     assert upgraded.spec.replicas == 2
     assert upgraded.spec.strategy.type == "RollingUpdate"
     args = upgraded.spec.template.spec.containers[0].args
-    assert {"--log-level=DEBUG", "--peering"} <= set(args)
+    # Two replicas elect their leader whatever leaderElection.enabled says, on a Lease they
+    # may take and renew by its name.
+    assert {"--log-level=DEBUG", "--leader-election", f"--lease-name={name}"} <= set(args)
+    assert rules_of(cluster, "role", lease_role, namespace) == rbac.lease_rules(name)
 
     helm("uninstall", release, "--namespace", namespace)
     assert not_found(lambda: cluster.apps.read_namespaced_deployment(name, namespace))
     assert not_found(lambda: cluster.core.read_namespaced_service_account(name, namespace))
     assert "NotFound" in cluster.kubectl("get", "clusterrole", name, check=False)
+    assert "NotFound" in cluster.kubectl("get", "role", lease_role, "-n", namespace, check=False)
     for kind in HOOK_KINDS:  # nothing left to refuse other namespaces' Database writes
         assert "NotFound" in cluster.kubectl("get", kind, name, check=False)
     # The session's CRDs were never the release's: untouched.
@@ -319,8 +344,11 @@ def test_chart_crds_apply_unchanged_over_the_installed_ones(cluster: Cluster, he
         input=rendered.stdout,
     )
     items = json.loads(applied)["items"]
-    # Database, DatabaseBackup, and Kopf's two peering kinds.
-    assert len(items) == 4
+    # Database and DatabaseBackup (Kopf's peering CRDs are no longer installed).
+    assert sorted(crd["metadata"]["name"] for crd in items) == [
+        "databasebackups.databases.example.com",
+        "databases.databases.example.com",
+    ]
     for crd in items:
         live = json.loads(cluster.kubectl("get", "crd", crd["metadata"]["name"], "-o", "json"))
         assert crd["metadata"]["generation"] == live["metadata"]["generation"], crd["metadata"]
@@ -332,15 +360,12 @@ def test_chart_installs_the_crds_on_an_empty_cluster_and_keeps_them_on_uninstall
 ) -> None:
     cluster, helm = empty_cluster, Helm(empty_cluster.kubeconfig, helm_home)
     release, namespace = CHART_NAME, "database-operator-system"
-    crds = [
-        "databases.databases.example.com",
-        "kopfpeerings.kopf.dev",
-        "clusterkopfpeerings.kopf.dev",
-    ]
+    crds = ["databases.databases.example.com", "databasebackups.databases.example.com"]
     helm("install", release, str(CHART), "--namespace", namespace, "--create-namespace")
     cluster.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{crd}" for crd in crds]
     )
+    assert "NotFound" in cluster.kubectl("get", "crd", "kopfpeerings.kopf.dev", check=False)
     cluster.kubectl("create", "namespace", "apps")
     # No operator pod answers the webhooks: Database writes fail closed, fast and clearly,
     # except in the operator's own namespace.
@@ -400,8 +425,8 @@ def test_chart_service_account_runs_the_operator_across_all_namespaces(
     empty_cluster: Cluster, helm_home: Path, tmp_path: Path
 ) -> None:
     """On an empty cluster, everything from `helm install` (CRDs, ClusterRoles, webhooks): the
-    operator as the ServiceAccount watches all namespaces, peers through a ClusterKopfPeering,
-    keeps its webhook CA in the release's Secret and writes it into the caBundles of the
+    operator as the ServiceAccount watches all namespaces, takes the leader's Lease in its own
+    namespace, keeps its webhook CA in the release's Secret and writes it into the caBundles of the
     release's webhook configurations and the CRD, and reconciles a Database end to end, all
     without a denied request."""
     cluster, helm = empty_cluster, Helm(empty_cluster.kubeconfig, helm_home)
@@ -413,7 +438,6 @@ def test_chart_service_account_runs_the_operator_across_all_namespaces(
         "--namespace",
         namespace,
         "--create-namespace",
-        *sets("peering.enabled=true"),
     )
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     account = fullname(release)
@@ -436,9 +460,8 @@ def test_chart_service_account_runs_the_operator_across_all_namespaces(
         # The API server cannot reach the webhook Service here: the Database lives in the
         # release's namespace, which the webhooks never select.
         reconciles_to_active(cluster, namespace, "db")
-        cluster.custom.get_cluster_custom_object(
-            "kopf.dev", "v1", "clusterkopfpeerings", "database-operator"
-        )
+        assert lease_holder(cluster, namespace, account) == LOCAL_POD
+
     finally:
         assert operator.stop() == 0, operator.log_text()[-3000:]
     assert denied_lines(operator) == []
@@ -447,8 +470,12 @@ def test_chart_service_account_runs_the_operator_across_all_namespaces(
     assert can_i(cluster, user, "update", f"validatingwebhookconfigurations/{account}") == "yes"
     assert can_i(cluster, user, "update", "validatingwebhookconfigurations/other") == "no"
     assert can_i(cluster, user, "patch", "crd/databases.databases.example.com") == "yes"
-    assert can_i(cluster, user, "patch", "crd/kopfpeerings.kopf.dev") == "no"
+    assert can_i(cluster, user, "patch", "crd/databasebackups.databases.example.com") == "no"
     assert can_i(cluster, user, "list", "namespaces") == "no"
+    # The Lease: its own, in its own namespace, by name (but for create).
+    assert can_i(cluster, user, "update", f"leases/{account}", "-n", namespace) == "yes"
+    assert can_i(cluster, user, "update", "leases/other", "-n", namespace) == "no"
+    assert can_i(cluster, user, "create", "leases", "-n", "apps") == "no"
 
 
 def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR0917 - fixtures
@@ -460,8 +487,8 @@ def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR09
     tmp_path: Path,
 ) -> None:
     """watchNamespaces=[ns-a]: a Role in ns-a, nothing cluster-wide; the ServiceAccount may
-    read Secrets in ns-a and not in ns-b, and the operator it runs (peered through a KopfPeering
-    in ns-a) reconciles ns-a's Databases and no other."""
+    read Secrets in ns-a and not in ns-b, and the operator it runs (leading on its Lease in the
+    release's namespace, not ns-a) reconciles ns-a's Databases and no other."""
     ns_a, ns_b = make_namespace("ns-a"), make_namespace("ns-b")
     helm(
         "install",
@@ -473,12 +500,11 @@ def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR09
         *sets(
             "crds.enabled=false",
             f"watchNamespaces={{{ns_a}}}",
-            "peering.enabled=true",
             "webhook.enabled=false",
         ),
     )
     name = fullname(release)
-    assert rules_of(cluster, "role", name, ns_a) == rbac.namespaced_rules(peering=True)
+    assert rules_of(cluster, "role", name, ns_a) == rbac.namespaced_rules()
     for kind in ("clusterrole", "clusterrolebinding"):
         assert "NotFound" in cluster.kubectl("get", kind, name, check=False)
     assert "NotFound" in cluster.kubectl("get", "role", name, "-n", ns_b, check=False)
@@ -489,15 +515,15 @@ def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR09
     assert can_i(cluster, account, "list", "databases.databases.example.com", "-A") == "no"
     assert can_i(cluster, account, "list", "customresourcedefinitions") == "no"
     assert can_i(cluster, account, "list", "secrets", "-n", ns_a) == "no"
+    assert can_i(cluster, account, "update", f"leases/{name}", "-n", namespace) == "yes"
+    assert can_i(cluster, account, "update", f"leases/{name}", "-n", ns_a) == "no"
 
     cluster.create_db(ns_b, "other", {"engine": "redis"})
     kubeconfig = service_account_kubeconfig(cluster, namespace, name, tmp_path / "sa.kubeconfig")
     operator = start_as_deployed(cluster, namespace, release, kubeconfig, tmp_path / "op.log")
     try:
         reconciles_to_active(cluster, ns_a, "db")
-        cluster.custom.get_namespaced_custom_object(
-            "kopf.dev", "v1", ns_a, "kopfpeerings", "database-operator"
-        )
+        assert lease_holder(cluster, namespace, name) == LOCAL_POD
     finally:
         assert operator.stop() == 0, operator.log_text()[-3000:]
     assert denied_lines(operator) == []
@@ -554,8 +580,11 @@ def test_kustomize_default_applies_on_the_server(cluster: Cluster) -> None:
         "deployment.apps/database-operator",
         "service/database-operator-webhook",
         "role.rbac.authorization.k8s.io/database-operator-webhook",
+        "role.rbac.authorization.k8s.io/database-operator-leader-election",
+        "rolebinding.rbac.authorization.k8s.io/database-operator-leader-election",
         "clusterrole.rbac.authorization.k8s.io/database-operator-webhook",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/database-operator",
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/database-operator",
     ):
         assert obj in out, out
+    assert "kopf.dev" not in out

@@ -32,6 +32,8 @@ RELEASE = "database-operator"
 #: The release's objects' names (the release name contains the chart's: no prefix).
 FULLNAME = RELEASE
 WEBHOOK = f"{FULLNAME}-webhook"
+#: The Role (and RoleBinding) on the Lease, in the operator's namespace.
+LEADER_ELECTION = f"{FULLNAME}-leader-election"
 #: The ClusterRoles aggregated into Kubernetes' admin, edit and view roles, by role.
 AGGREGATED = {f"{FULLNAME}-{role}": role for role in ("admin", "edit", "view")}
 CERT_MANAGER_API = "cert-manager.io/v1"
@@ -148,12 +150,12 @@ def test_chart_renders_every_values_file(render: Render, values: str | None) -> 
         assert set(obj["metadata"]["labels"]) >= STANDARD_LABELS, obj["metadata"]["name"]
 
 
-def test_prod_values_run_two_peered_replicas_with_a_budget(render: Render) -> None:
+def test_prod_values_run_two_replicas_electing_a_leader_with_a_budget(render: Render) -> None:
     objects = render("--values", str(CHART / "values-prod.yaml"))
     deployment = only(objects, "Deployment")
     assert deployment["spec"]["replicas"] == 2
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert "--peering" in container(objects)["args"]
+    assert "--leader-election" in container(objects)["args"]
     assert "--log-format=json" in container(objects)["args"]
     assert only(objects, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
 
@@ -162,7 +164,7 @@ def test_dev_values_run_one_replica_with_debug_logs(render: Render) -> None:
     objects = render("--values", str(CHART / "values-dev.yaml"))
     assert only(objects, "Deployment")["spec"]["replicas"] == 1
     args = container(objects)["args"]
-    assert {"--log-level=DEBUG", "--log-format=json", "--no-peering"} <= set(args)
+    assert {"--log-level=DEBUG", "--log-format=json", "--leader-election"} <= set(args)
     assert "PodDisruptionBudget" not in kinds(objects)
 
 
@@ -235,7 +237,7 @@ def test_chart_package_has_the_readme_and_leaves_the_icon_out(helm: Helm, tmp_pa
 def test_watching_all_namespaces_binds_a_cluster_role_with_rbac_py_rules(render: Render) -> None:
     objects = render()
     role = only(objects, "ClusterRole", FULLNAME)
-    assert role["rules"] == rbac.cluster_role_rules(peering=False)
+    assert role["rules"] == rbac.cluster_role_rules()
     binding = only(objects, "ClusterRoleBinding", FULLNAME)
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -246,9 +248,12 @@ def test_watching_all_namespaces_binds_a_cluster_role_with_rbac_py_rules(render:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "ops"}
     ]
-    # The only Role: the webhooks' Secret, in the operator's namespace.
-    role = only(objects, "Role")
-    assert (role["metadata"]["name"], role["metadata"]["namespace"]) == (WEBHOOK, "ops")
+    # The only Roles, in the operator's namespace: the webhooks' Secret and the Lease.
+    assert {
+        (obj["metadata"]["name"], obj["metadata"]["namespace"])
+        for obj in objects
+        if obj["kind"] == "Role"
+    } == {(WEBHOOK, "ops"), (LEADER_ELECTION, "ops")}
 
 
 def test_watching_named_namespaces_binds_a_role_in_each_and_nothing_cluster_wide(
@@ -268,7 +273,7 @@ def test_watching_named_namespaces_binds_a_role_in_each_and_nothing_cluster_wide
     assert set(roles) == set(bindings) == {"a", "b"}
     account = only(objects, "ServiceAccount")["metadata"]["name"]
     for namespace, role in roles.items():
-        assert role["rules"] == rbac.namespaced_rules(peering=False)
+        assert role["rules"] == rbac.namespaced_rules()
         assert bindings[namespace]["roleRef"]["name"] == role["metadata"]["name"]
         assert bindings[namespace]["subjects"] == [
             {"kind": "ServiceAccount", "name": account, "namespace": "ops"}
@@ -377,7 +382,10 @@ def test_crds_enabled_false_renders_none(render: Render) -> None:
         ("resyncInterval=0", "/resyncInterval"),
         ("workers=0", "/workers"),
         ("retryMaxDelay=0", "/retryMaxDelay"),
-        ("peering.enabled=maybe", "/peering/enabled"),
+        ("leaderElection.enabled=maybe", "/leaderElection/enabled"),
+        ("leaderElection.leaseName=Not_A_Name", "/leaderElection/leaseName"),
+        ("leaderElection.leaseDuration=0.5", "/leaderElection/leaseDuration"),
+        ("leaderElection.retryPeriod=0", "/leaderElection/retryPeriod"),
         ("podDisruptionBudget.minAvailable=most", "/podDisruptionBudget/minAvailable"),
         ("webhook.port=0", "/webhook/port"),
         ("webhook.enabled=maybe", "/webhook/enabled"),
@@ -462,7 +470,10 @@ def test_deployment_runs_the_operator_with_the_values_as_flags(render: Render) -
             "resyncInterval=30",
             "retryMaxDelay=20",
             "workers=4",
-            "peering.name=ha",
+            "leaderElection.leaseName=ha",
+            "leaderElection.leaseDuration=30",
+            "leaderElection.renewDeadline=20",
+            "leaderElection.retryPeriod=4",
         )
     )
     main = container(objects)
@@ -477,9 +488,11 @@ def test_deployment_runs_the_operator_with_the_values_as_flags(render: Render) -
         "--resync-interval=30",
         "--retry-max-delay=20",
         "--workers=4",
-        "--no-peering",
-        "--peering-name=ha",
-        "--peering-lifetime=60",
+        "--leader-election",
+        "--lease-name=ha",
+        "--lease-duration=30",
+        "--renew-deadline=20",
+        "--retry-period=4",
         "--webhook-port=9443",
         f"--webhook-configuration={FULLNAME}",
         f"--webhook-service=ops/{WEBHOOK}",
@@ -496,13 +509,14 @@ def test_deployment_runs_the_operator_with_the_values_as_flags(render: Render) -
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
 
 
-def test_pod_name_reaches_the_operator_from_the_downward_api(render: Render) -> None:
+def test_pod_name_and_namespace_reach_the_operator_from_the_downward_api(render: Render) -> None:
     env = {
         var["name"]: var
         for var in container(render("--set", "extraEnv.HTTPS_PROXY=http://proxy:3128"))["env"]
     }
-    for name in ("POD_NAME", "POD_ID"):
-        assert env[name]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    # The Lease's namespace (the operator's own) and its holder's name.
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["HTTPS_PROXY"]["value"] == "http://proxy:3128"
 
 
@@ -525,19 +539,51 @@ def test_pod_labels_and_annotations_are_added_but_never_break_the_selector(
     assert template["annotations"] == {"example.com/scrape": "yes"}
 
 
-def test_one_replica_is_recreated_several_are_peered(render: Render) -> None:
-    one = only(render(), "Deployment")
-    assert one["spec"]["strategy"] == {"type": "Recreate"}
-    assert "--no-peering" in one["spec"]["template"]["spec"]["containers"][0]["args"]
+def test_leader_election_rolls_updates_over_and_without_it_one_replica_is_recreated(
+    render: Render,
+) -> None:
+    rolling = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    one = render()
+    assert only(one, "Deployment")["spec"]["strategy"] == rolling
+    assert "--leader-election" in container(one)["args"]
 
-    asked = render("--set", "peering.enabled=true")
-    assert "--peering" in container(asked)["args"]
-    assert only(asked, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    alone = render("--set", "leaderElection.enabled=false")
+    assert only(alone, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    args = container(alone)["args"]
+    assert "--no-leader-election" in args
+    assert not [arg for arg in args if arg.startswith(("--lease", "--renew", "--retry-period"))]
 
-    three = render("--set", "replicas=3")
+    # More than one replica: leader election whatever leaderElection.enabled says.
+    three = render(*sets("replicas=3", "leaderElection.enabled=false"))
     assert only(three, "Deployment")["spec"]["replicas"] == 3
-    assert only(three, "Deployment")["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert "--peering" in container(three)["args"]
+    assert only(three, "Deployment")["spec"]["strategy"] == rolling
+    assert "--leader-election" in container(three)["args"]
+    assert f"--lease-name={FULLNAME}" in container(three)["args"]
+
+
+@pytest.mark.parametrize(
+    "timings",
+    [
+        ("leaseDuration=10", "renewDeadline=10"),
+        ("renewDeadline=5", "retryPeriod=5"),
+        ("leaseDuration=5", "renewDeadline=10"),
+    ],
+)
+def test_lease_timings_out_of_order_are_refused(helm: Helm, timings: tuple[str, str]) -> None:
+    done = helm("template", RELEASE, str(CHART), *sets(*(f"leaderElection.{t}" for t in timings)))
+    assert done.returncode != 0
+    assert "leaseDuration" in done.stderr and "must be longer than renewDeadline" in done.stderr
+    # Without leader election the timings are not used, and not checked.
+    alone = helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        *sets("leaderElection.enabled=false", *(f"leaderElection.{t}" for t in timings)),
+    )
+    assert alone.returncode == 0, alone.stderr
 
 
 def test_service_monitor_and_budget_are_opt_in(render: Render) -> None:
@@ -640,10 +686,15 @@ def test_kustomize_has_the_same_rbac_as_the_chart(
 ) -> None:
     chart = render("--namespace", webhooks.DEFAULT_NAMESPACE)
     for kind in ("ClusterRole", "Role"):
-        for name in (FULLNAME, WEBHOOK, *AGGREGATED):
-            if kind == "Role" and name != WEBHOOK:
+        for name in (FULLNAME, WEBHOOK, LEADER_ELECTION, *AGGREGATED):
+            if kind == "Role" and name not in (WEBHOOK, LEADER_ELECTION):
                 continue  # watching all namespaces: no Role of the reconciles
+            if kind == "ClusterRole" and name == LEADER_ELECTION:
+                continue  # the Lease: a Role in the operator's namespace only
             assert only(kustomized, kind, name)["rules"] == only(chart, kind, name)["rules"]
+    lease_binding = only(kustomized, "RoleBinding", LEADER_ELECTION)
+    assert lease_binding["roleRef"]["name"] == LEADER_ELECTION
+    assert lease_binding["metadata"]["namespace"] == "database-operator-system"
     binding = only(kustomized, "ClusterRoleBinding", FULLNAME)
     account = only(kustomized, "ServiceAccount")["metadata"]
     assert binding["roleRef"]["name"] == FULLNAME
@@ -699,20 +750,50 @@ def test_kustomize_prometheus_rule_is_the_charts(render: Render) -> None:
     assert rule["spec"] == only(chart, "PrometheusRule")["spec"]
 
 
-def test_peering_rules_are_granted_only_with_peering(render: Render) -> None:
-    assert only(render("--set", "replicas=2"), "ClusterRole", FULLNAME)[
-        "rules"
-    ] == rbac.cluster_role_rules(peering=True)
-    peered = render("--set", "peering.enabled=true", "--set", "watchNamespaces={a}")
-    assert only(peered, "Role", FULLNAME)["rules"] == rbac.namespaced_rules(peering=True)
-    for objects in (render(), render("--set", "watchNamespaces={a}")):
-        rules = [
-            r for obj in objects if obj["kind"] in ("Role", "ClusterRole") for r in obj["rules"]
+def lease_roles(objects: list[Manifest]) -> list[Manifest]:
+    return [
+        obj
+        for obj in objects
+        if obj["kind"] in ("Role", "ClusterRole")
+        and any("coordination.k8s.io" in rule["apiGroups"] for rule in obj["rules"])
+    ]
+
+
+def test_the_lease_role_is_granted_only_with_leader_election_narrowed_to_its_name(
+    render: Render,
+) -> None:
+    for objects, lease in (
+        (render(), FULLNAME),
+        (render(*sets("leaderElection.leaseName=ha", "watchNamespaces={a}")), "ha"),
+        (render(*sets("replicas=2", "leaderElection.enabled=false")), FULLNAME),
+    ):
+        role = only(lease_roles(objects), "Role", LEADER_ELECTION)
+        # In the operator's own namespace (never a watched one), with rbac.py's rules.
+        assert role["metadata"]["namespace"] == "ops"
+        assert role["rules"] == rbac.lease_rules(lease)
+        binding = only(objects, "RoleBinding", LEADER_ELECTION)
+        assert binding["metadata"]["namespace"] == "ops"
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": LEADER_ELECTION,
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": FULLNAME, "namespace": "ops"}
         ]
-        assert not [r for r in rules if "kopf.dev" in r["apiGroups"]]
+        # The operator's own ClusterRole or Roles hold nothing of it.
+        for obj in objects:
+            if obj["metadata"]["name"] == FULLNAME and obj["kind"] in ("Role", "ClusterRole"):
+                assert not [r for r in obj["rules"] if "coordination.k8s.io" in r["apiGroups"]]
+    for objects in (
+        render("--set", "leaderElection.enabled=false"),
+        render(*sets("leaderElection.enabled=false", "watchNamespaces={a}")),
+    ):
+        assert lease_roles(objects) == []
+        assert not [obj for obj in objects if obj["metadata"]["name"] == LEADER_ELECTION]
 
 
-def test_shards_run_one_deployment_each_with_its_own_selector_and_peering(
+def test_shards_run_one_deployment_each_with_its_own_selector_and_lease(
     render: Render,
 ) -> None:
     objects = render(*sets("shards={east,west}", "replicas=2"))
@@ -727,8 +808,15 @@ def test_shards_run_one_deployment_each_with_its_own_selector_and_peering(
         assert deployment["spec"]["template"]["metadata"]["labels"].items() >= selector.items()
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         assert f"--shard={shard}" in args
-        assert f"--peering-name=database-operator-{shard}" in args
-        assert "--peering" in args
+        assert f"--lease-name=database-operator-{shard}" in args
+        assert "--leader-election" in args
+    # One Role on both Leases, each by its name.
+    role = only(lease_roles(objects), "Role", LEADER_ELECTION)
+    assert role["rules"][0]["resourceNames"] == ["database-operator-east", "database-operator-west"]
+    assert role["rules"] == [
+        {**rbac.lease_rules()[0], "resourceNames": role["rules"][0]["resourceNames"]},
+        rbac.lease_rules()[1],
+    ]
     # Without shards: the one Deployment, its selector as before (selectors are immutable).
     single = only(render(), "Deployment")
     assert "databases.example.com/operator-shard" not in single["spec"]["selector"]["matchLabels"]
@@ -849,7 +937,10 @@ def test_cert_manager_issues_the_certificate_and_injects_the_ca(render: Render) 
     assert only(objects, "ClusterRole", WEBHOOK)["rules"] == rbac.webhook_cluster_rules(
         self_managed=False
     )
-    assert not [obj for obj in objects if obj["kind"] == "Role"]
+    # No Secret to keep: the only Role is the Lease's.
+    assert [obj["metadata"]["name"] for obj in objects if obj["kind"] == "Role"] == [
+        LEADER_ELECTION
+    ]
 
     theirs = render(
         *sets(
@@ -918,7 +1009,12 @@ def test_kustomize_cert_manager_overlay_matches_the_chart(render: Render) -> Non
     assert only(overlay, "ClusterRole", WEBHOOK)["rules"] == rbac.webhook_cluster_rules(
         self_managed=False
     )
-    assert not [obj for obj in overlay if obj["kind"] in ("Role", "RoleBinding")]
+    # The Secret's Role and binding go; the Lease's stay.
+    assert {
+        (obj["kind"], obj["metadata"]["name"])
+        for obj in overlay
+        if obj["kind"] in ("Role", "RoleBinding")
+    } == {("Role", LEADER_ELECTION), ("RoleBinding", LEADER_ELECTION)}
 
 
 # --- tracing ------------------------------------------------------------------------------------

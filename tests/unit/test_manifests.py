@@ -7,6 +7,7 @@ import runpy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from database_operator import rbac
@@ -27,11 +28,11 @@ def test_every_generated_file_is_up_to_date() -> None:
 
 def test_cluster_role_is_the_rules_of_rbac_py() -> None:
     role = yaml.safe_load((ROOT / "config" / "rbac" / "role.yaml").read_text())
-    assert role["rules"] == rbac.cluster_role_rules(peering=False)
+    assert role["rules"] == rbac.cluster_role_rules()
 
 
 def test_no_rule_grants_wildcards_or_secret_listing() -> None:
-    for rule in rbac.cluster_role_rules(peering=True) + rbac.namespaced_rules(peering=True):
+    for rule in rbac.cluster_role_rules() + rbac.namespaced_rules() + rbac.lease_rules():
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
         if "secrets" in rule["resources"]:
             assert not {"list", "watch"} & set(rule["verbs"])
@@ -48,10 +49,35 @@ def test_webhook_rules_are_narrowed_by_name_where_kubernetes_allows() -> None:
     assert rbac.webhook_cluster_rules(self_managed=False) == [rbac.WEBHOOK_NAMESPACES_RULE]
 
 
-def test_kustomize_webhook_roles_bind_the_operator_account() -> None:
-    documents = list(
-        yaml.safe_load_all((ROOT / "config" / "rbac" / "webhook_role.yaml").read_text())
+def test_lease_rules_are_narrowed_to_the_lease_but_for_create() -> None:
+    """The Lease's name is known before it exists: everything but `create` (RBAC cannot narrow
+    it by name) names it; no list, patch nor delete."""
+    get_watch_update, create = rbac.lease_rules("ha")
+    assert get_watch_update["resourceNames"] == ["ha"]
+    assert set(get_watch_update["verbs"]) == {"get", "watch", "update"}
+    assert create["verbs"] == ["create"] and "resourceNames" not in create
+    for rule in (get_watch_update, create):
+        assert (rule["apiGroups"], rule["resources"]) == (["coordination.k8s.io"], ["leases"])
+
+
+def test_kustomize_leader_election_role_is_in_the_operators_namespace_on_its_lease() -> None:
+    role, binding = yaml.safe_load_all(
+        (ROOT / "config" / "rbac" / "leader_election_role.yaml").read_text()
     )
+    manager = list(yaml.safe_load_all((ROOT / "config" / "manager" / "manager.yaml").read_text()))
+    deployment = next(doc for doc in manager if doc["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--leader-election" in args
+    lease = next(arg.split("=", 1)[1] for arg in args if arg.startswith("--lease-name="))
+    assert role["kind"] == "Role" and binding["kind"] == "RoleBinding"
+    assert role["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert role["rules"] == rbac.lease_rules(lease)
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+@pytest.mark.parametrize("path", ["webhook_role.yaml", "leader_election_role.yaml"])
+def test_kustomize_roles_bind_the_operator_account(path: str) -> None:
+    documents = list(yaml.safe_load_all((ROOT / "config" / "rbac" / path).read_text()))
     account = yaml.safe_load((ROOT / "config" / "rbac" / "service_account.yaml").read_text())
     for binding in (doc for doc in documents if doc["kind"].endswith("Binding")):
         assert binding["subjects"] == [
@@ -170,8 +196,8 @@ def test_deployer_holds_every_rule_the_chart_grants() -> None:
     deployer holds the operator's, the webhooks' and the aggregated rules as they are."""
     cluster = rbac.deployer_cluster_rules()
     granted = [
-        *rbac.cluster_role_rules(peering=True),
-        *rbac.namespaced_rules(peering=True),
+        *rbac.cluster_role_rules(),
+        *rbac.namespaced_rules(),
         *rbac.webhook_cluster_rules(rbac.DEPLOYER_RELEASE, []),
         *(rule for rules in rbac.AGGREGATE_RULES.values() for rule in rules),
     ]
@@ -179,6 +205,8 @@ def test_deployer_holds_every_rule_the_chart_grants() -> None:
     namespaced = rbac.deployer_namespaced_rules()
     secret = f"{rbac.DEPLOYER_RELEASE}-webhook-cert"
     assert all(rule in namespaced for rule in rbac.webhook_secret_rules(secret))
+    # The Lease's rules for any name: the chart's, one per shard.
+    assert rbac.LEASE_RULE in namespaced and rbac.LEASE_CREATE_RULE in namespaced
 
 
 def test_deployer_may_not_escalate_bind_or_list_secrets_cluster_wide() -> None:

@@ -71,11 +71,20 @@ The operator's image reference: a digest wins over a tag; the tag defaults to ap
 {{- end }}
 
 {{/*
-Peering is on when asked for, and always with more than one replica: unpeered replicas would
-all reconcile the same Databases.
+Leader election is on when asked for, and always with more than one replica: replicas without
+it would all reconcile the same Databases.
 */}}
-{{- define "database-operator.peering" -}}
-{{- if or .Values.peering.enabled (gt (int .Values.replicas) 1) }}true{{ end }}
+{{- define "database-operator.leaderElection" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{ end }}
+{{- end }}
+
+{{/*
+The Lease's name for the shard in .shard ("": no shards): leaderElection.leaseName (default:
+the release's full name), "-<shard>" added per shard. Called with (dict "root" $ "shard" $shard).
+*/}}
+{{- define "database-operator.leaseName" -}}
+{{- $name := .root.Values.leaderElection.leaseName | default (include "database-operator.fullname" .root) }}
+{{- if .shard }}{{ printf "%s-%s" $name .shard }}{{ else }}{{ $name }}{{ end }}
 {{- end }}
 
 {{/*
