@@ -68,8 +68,6 @@ RESOURCES = {
     "services",
     "persistentvolumeclaims",
     "events",
-    "kopfpeerings",
-    "clusterkopfpeerings",
     "customresourcedefinitions",
     "namespaces",
 }

@@ -4,11 +4,11 @@
 1. The release's health is read from the Kubernetes API: a Database in a smoke namespace must
    become Ready, with `status.observedGeneration` and the Ready condition's observedGeneration
    equal to its generation (a status left from an older spec does not count).
-2. The operator's metrics are read from the replica that is working. With peering, that is the
-   live peer of the peering object with the highest priority — the pod Kopf lets reconcile;
-   a port-forward to the metrics Service could land on the standby, which has reconciled
-   nothing. The pod must say so itself (`database_operator_active` 1) and count successful
-   reconciles. Without peering, the release's only pod.
+2. The operator's metrics are read from the replica that is working. With leader election, that
+   is the holder of the release's Lease (its holderIdentity is "<pod>_<8 hex>") — the pod that
+   reconciles; a port-forward to the metrics Service could land on a standby, which has
+   reconciled nothing. The pod must say so itself (`database_operator_active` 1) and count
+   successful reconciles. Without leader election, the release's only pod.
 
 The smoke Database is deleted afterwards, pass or fail. Exit 0: passed; 1: failed (the reason is
 printed); 2: bad input.
@@ -16,7 +16,7 @@ printed); 2: bad input.
     env: KUBECTL (kubectl), RELEASE (database-operator), NAMESPACE (database-operator-system),
          SMOKE_NAMESPACE (database-operator-smoke), SMOKE_TIMEOUT (180s),
          POD_METRICS_URLS ("pod=url ..."; default: kubectl port-forward to each pod as needed;
-         the tests set it, their operators are local processes named by POD_ID)
+         the tests set it, their operators are local processes named by POD_NAME)
 
 Only the standard library and kubectl: CI runs it with the runner's python3.
 """
@@ -33,7 +33,6 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 NAME = "smoke"
@@ -62,8 +61,9 @@ class Operator:
 
     deployment: str
     selector: dict[str, str]
-    peering: bool
-    peering_name: str
+    leader_election: bool
+    lease_name: str
+    lease_namespace: str | None  # None: the operator's own (the release's namespace)
     namespaces: tuple[str, ...]  # empty: all
     metrics_port: int
     shard: str | None
@@ -75,45 +75,36 @@ class Operator:
         for arg in container.get("args", []):
             key, _, value = arg.partition("=")
             flags.setdefault(key, []).append(value)
+        shard = flags.get("--shard", [None])[-1]
         return cls(
             deployment=deployment["metadata"]["name"],
             selector=deployment["spec"]["selector"]["matchLabels"],
-            peering="--peering" in flags,
-            peering_name=flags.get("--peering-name", ["database-operator"])[-1],
+            leader_election="--leader-election" in flags,
+            # The operator's default: database-operator, or database-operator-SHARD.
+            lease_name=flags.get("--lease-name", [None])[-1]
+            or (f"database-operator-{shard}" if shard else "database-operator"),
+            lease_namespace=flags.get("--lease-namespace", [None])[-1] or None,
             namespaces=tuple(flags.get("--namespace", [])),
             metrics_port=int(flags.get("--metrics-port", ["8080"])[-1]),
-            shard=flags.get("--shard", [None])[-1],
+            shard=shard,
         )
 
 
-def live_peers(status: dict[str, Any], now: datetime) -> dict[str, int]:
-    """Peer id -> priority, for the peers whose keep-alive has not expired."""
-    alive = {}
-    for peer, record in (status or {}).items():
-        if not isinstance(record, dict):
-            continue
-        seen = datetime.fromisoformat(str(record.get("lastseen", "")).replace("Z", "+00:00"))
-        if seen.tzinfo is None:  # Kopf writes UTC without an offset
-            seen = seen.replace(tzinfo=UTC)
-        if seen + timedelta(seconds=float(record.get("lifetime", 60))) >= now:
-            alive[peer] = int(record.get("priority", 0))
-    return alive
-
-
-def active_peer(peers: dict[str, int], pods: set[str]) -> str:
-    """The peer Kopf lets reconcile: the one highest priority, if it is one of ours and alone."""
-    if not peers:
-        raise SmokeError("the peering object has no live peer")
-    top = max(peers.values())
-    leaders = sorted(peer for peer, priority in peers.items() if priority == top)
-    if len(leaders) > 1:
-        raise SmokeError(f"peers {leaders} share the top priority {top}: Kopf pauses them all")
-    if leaders[0] not in pods:
+def lease_holder(lease: dict[str, Any], pods: set[str]) -> str:
+    """The pod that holds the Lease: the one that reconciles. Its holderIdentity is
+    "<pod>_<8 hex>" (runner.identity: the pod's name, and a suffix per process)."""
+    holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+    if not holder:
+        raise SmokeError("the Lease has no holder: no replica leads (released, or none took it)")
+    pod, _, suffix = holder.rpartition("_")
+    if not pod or not re.fullmatch(r"[0-9a-f]{8}", suffix):
+        raise SmokeError(f"the Lease's holder {holder!r} is not an operator's (<pod>_<8 hex>)")
+    if pod not in pods:
         raise SmokeError(
-            f"the top peer {leaders[0]!r} is not a pod of this release ({sorted(pods)}): "
-            "it keeps this release's replicas paused"
+            f"the Lease's holder {pod!r} is not a pod of this release ({sorted(pods)}): "
+            "it keeps this release's replicas standing by"
         )
-    return leaders[0]
+    return pod
 
 
 def sample(metrics: str, name: str, labels: str = "") -> float | None:
@@ -201,14 +192,10 @@ def pods_of(cluster: Cluster, operator: Operator, namespace: str, urls: dict[str
     }
 
 
-def peering_status(cluster: Cluster, operator: Operator, smoke_namespace: str) -> Any:
-    if operator.namespaces:  # one KopfPeering per watched namespace
-        obj = cluster.json(
-            "get", "kopfpeerings.kopf.dev", operator.peering_name, "-n", smoke_namespace
-        )
-    else:
-        obj = cluster.json("get", "clusterkopfpeerings.kopf.dev", operator.peering_name)
-    return obj.get("status") or {}
+def read_lease(cluster: Cluster, operator: Operator, namespace: str) -> Any:
+    return cluster.json(
+        "get", "leases", operator.lease_name, "-n", operator.lease_namespace or namespace
+    )
 
 
 @contextmanager
@@ -263,21 +250,24 @@ def smoke(env: dict[str, str]) -> None:
     try:
         wait_ready(cluster, smoke_namespace, deadline)
         log("Ready at its current generation")
-        # A peer that just started may not be in the peering object yet, nor a pod that just
-        # took over active: look again until the deadline.
+        # A replica that just took the Lease over may not have said so in its metrics yet, nor
+        # a new pod be listed: look again until the deadline.
         while True:
             try:
                 pods = pods_of(cluster, operator, namespace, urls)
-                if operator.peering:
-                    peers = live_peers(
-                        peering_status(cluster, operator, smoke_namespace), datetime.now(UTC)
+                if operator.leader_election:
+                    lease = read_lease(cluster, operator, namespace)
+                    pod = lease_holder(lease, pods)
+                    spec = lease.get("spec") or {}
+                    log(
+                        f"leader: {pod} (Lease {lease['metadata']['namespace']}/"
+                        f"{operator.lease_name}, acquired {spec.get('acquireTime')}, "
+                        f"{spec.get('leaseTransitions', 0)} transitions; pods {sorted(pods)})"
                     )
-                    pod = active_peer(peers, pods)
-                    log(f"active replica: {pod} (priority {peers[pod]}; peers {sorted(peers)})")
                 elif len(pods) == 1:
                     pod = next(iter(pods))
                 else:
-                    raise SmokeError(f"no peering, yet {len(pods)} pods: {sorted(pods)}")
+                    raise SmokeError(f"no leader election, yet {len(pods)} pods: {sorted(pods)}")
                 if pod in urls:
                     metrics = scrape(urls[pod])
                 else:

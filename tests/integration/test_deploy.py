@@ -1,12 +1,13 @@
 """The deploy pipeline's scripts against a real control plane, with an HA pair: hack/deploy.sh
 installs the chart (CRDs included) with `helm upgrade --install --wait --rollback-on-failure`;
 hack/smoke.py proves a Database gets Ready at its current generation and reads the metrics of
-the replica that is active (from the peering object, never whichever pod a Service picks); a
+the replica that leads (the holder of the release's Lease, never whichever pod a Service picks); a
 failing smoke test rolls the release back; a release left pending by a killed deploy and a failed
 first install do not block the next deploy.
 
 The operators run from the working tree (there is no kubelet to run their image): two of them,
-peered like the chart's two replicas (staging's values), each named by POD_ID as a pod would be;
+electing their leader on the release's Lease like the chart's two replicas (staging's values),
+each named by POD_NAME as a pod would be;
 hack/smoke.py reaches their metrics through POD_METRICS_URLS instead of a port-forward. A
 background thread plays the kubelet for the Deployments involved, as the reconcile tests do.
 """
@@ -30,9 +31,11 @@ from tests.cluster import Cluster, report_pods, wait_for
 from tests.controlplane import ROOT, free_port, temporary_control_plane
 from tests.integration.conftest import OperatorProcess, start_operator
 
-#: The standby's name sorts first: a smoke test that took the first pod would read the standby.
-STANDBY, ACTIVE = "database-operator-6d4f9-aaaaa", "database-operator-6d4f9-zzzzz"
-PRIORITIES = {STANDBY: 100, ACTIVE: 200}
+#: The two "pods": whichever leads, a smoke test that took the first, or any, would read the
+#: standby half the time.
+PODS = ("database-operator-6d4f9-aaaaa", "database-operator-6d4f9-zzzzz")
+#: The chart's Lease for the release "database-operator" (its full name).
+LEASE = "database-operator"
 
 
 @dataclass
@@ -112,31 +115,32 @@ def scrape(url: str) -> str:
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
-    """An empty control plane (the chart installs the CRDs), two peered operators watching all
-    namespaces as the chart's replicas would, and the environment hack/deploy.sh runs with."""
+    """An empty control plane (the chart installs the CRDs), two operators watching all
+    namespaces and electing their leader on the release's Lease as the chart's replicas would,
+    and the environment hack/deploy.sh runs with."""
     with temporary_control_plane() as plane:
         cluster = Cluster.connect(plane)
         logs = tmp_path_factory.mktemp("deploy")
         operators: dict[str, OperatorProcess] = {}
         metrics: dict[str, str] = {}
-        for pod, priority in PRIORITIES.items():
+        suffix = uuid.uuid4().hex[:6]
+        namespace, smoke_namespace = f"ops-{suffix}", f"smoke-{suffix}"
+        for pod in PODS:
             port = free_port()
             metrics[pod] = f"http://127.0.0.1:{port}/metrics"
             operators[pod] = start_operator(
                 cluster,
                 logs / f"{pod}.log",
                 "--all-namespaces",
-                "--peering",
-                "--peering-name=database-operator",
-                "--peering-lifetime=10",
-                f"--priority={priority}",
+                "--leader-election",
+                f"--lease-name={LEASE}",
                 f"--metrics-port={port}",
                 "--health-port=0",
                 "--resync-interval=2",
-                env={"POD_ID": pod, "POD_NAME": pod},
+                # The downward API's: the Lease in the release's namespace (created by the
+                # deploy: they campaign once it exists).
+                env={"POD_NAMESPACE": namespace, "POD_NAME": pod},
             )
-        suffix = uuid.uuid4().hex[:6]
-        namespace, smoke_namespace = f"ops-{suffix}", f"smoke-{suffix}"
         kubelet = Kubelet(cluster, {namespace, smoke_namespace})
         thread = threading.Thread(target=kubelet.run, daemon=True)
         thread.start()
@@ -153,8 +157,8 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
             "SMOKE_NAMESPACE": smoke_namespace,
             "TIMEOUT": "60s",
             "SMOKE_TIMEOUT": "40s",
-            # The "pods" are local processes: their metrics by the name each has in the peering
-            # object. The standby comes first.
+            # The "pods" are local processes: their metrics by the name each has in the Lease's
+            # holderIdentity.
             "POD_METRICS_URLS": " ".join(f"{pod}={url}" for pod, url in metrics.items()),
             # Nor can the API server reach the chart's webhook Service: without pods, its
             # webhooks would refuse the smoke Database (they fail closed).
@@ -173,22 +177,25 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
 def test_a_good_release_passes_the_smoke_test_read_from_the_active_replica(
     pipeline: Pipeline,
 ) -> None:
-    done = pipeline.deploy("staging")  # two replicas with peering
+    done = pipeline.deploy("staging")  # two replicas electing a leader
     assert done.returncode == 0, done.stderr + pipeline.logs()
-    assert f"active replica: {ACTIVE} (priority 200" in done.stderr
-    assert f"passed: Ready; {ACTIVE} is active" in done.stderr
+    holder = pipeline.cluster.kubectl(
+        "get", "lease", LEASE, "-n", pipeline.namespace, "-o", "jsonpath={.spec.holderIdentity}"
+    )
+    leader, _, _ = holder.rpartition("_")
+    assert leader in PODS, holder
+    (standby,) = set(PODS) - {leader}
+    assert f"leader: {leader} (Lease {pipeline.namespace}/{LEASE}" in done.stderr
+    assert f"passed: Ready; {leader} is active" in done.stderr
     # It started before the chart installed its CRDs, and waited for them.
     assert all(
         "waiting for the CRDs to be installed" in operator.log_text()
         for operator in pipeline.operators.values()
     )
     assert [(r["revision"], r["status"]) for r in pipeline.history()] == [(1, "deployed")]
-    # Reading the first pod would have read the standby, which says so. (Its reconcile counts
-    # prove nothing either way: both operators waited for the CRDs, and the first to write
-    # itself into the peering object acts alone until the other's keep-alive lands, a second
-    # later: Kopf's peering is not a lease.)
-    assert "database_operator_active 0.0" in scrape(pipeline.metrics[STANDBY])
-    assert "database_operator_active 1.0" in scrape(pipeline.metrics[ACTIVE])
+    # Reading the other pod would have read the standby, which says so.
+    assert "database_operator_active 0.0" in scrape(pipeline.metrics[standby])
+    assert "database_operator_active 1.0" in scrape(pipeline.metrics[leader])
     wait_for(
         lambda: (
             not pipeline.cluster.kubectl(

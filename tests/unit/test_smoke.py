@@ -1,49 +1,55 @@
-"""hack/smoke.py's decisions: which replica is active, and when a Database counts as Ready."""
+"""hack/smoke.py's decisions: which replica leads, and when a Database counts as Ready."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from database_operator.runner import identity
 from tests.hack import load
 
 smoke: Any = load("smoke")
-NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
 
-def record(priority: int, seen_ago_s: float, lifetime: int = 60, naive: bool = True) -> Any:
-    seen = NOW - timedelta(seconds=seen_ago_s)
-    text = (seen.replace(tzinfo=None) if naive else seen).isoformat()
-    return {"priority": priority, "lifetime": lifetime, "lastseen": text}
+def lease(holder: str | None) -> Any:
+    spec: dict[str, Any] = {"leaseDurationSeconds": 15, "leaseTransitions": 2}
+    if holder is not None:
+        spec["holderIdentity"] = holder
+    return {"metadata": {"name": "database-operator", "namespace": "ops"}, "spec": spec}
 
 
-def test_peers_whose_keep_alive_expired_are_not_live() -> None:
-    status = {
-        "pod-a": record(100, 5),
-        "pod-b": record(200, 61),  # gone: a crashed replica's record lingers until it expires
-        "pod-c": record(150, 10, naive=False),
-        "junk": "not a record",
-    }
-    assert smoke.live_peers(status, NOW) == {"pod-a": 100, "pod-c": 150}
+def test_the_leader_is_the_pod_named_in_the_leases_holder_identity() -> None:
+    # runner.identity(): the pod's name and a suffix per process. The leader's name sorts
+    # last: a smoke test that took the first pod would read the standby.
+    pods = {"database-operator-6d4f9-aaaaa", "database-operator-6d4f9-zzzzz"}
+    assert (
+        smoke.lease_holder(lease("database-operator-6d4f9-zzzzz_0f3a9c1e"), pods)
+        == "database-operator-6d4f9-zzzzz"
+    )
 
 
-def test_the_active_peer_is_the_one_with_the_highest_priority() -> None:
-    assert smoke.active_peer({"pod-a": 100, "pod-z": 200}, {"pod-a", "pod-z"}) == "pod-z"
+def test_the_operators_own_identity_is_read_back_as_its_pod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POD_NAME", "database-operator-6d4f9-zzzzz")
+    pod = smoke.lease_holder(lease(identity()), {"database-operator-6d4f9-zzzzz"})
+    assert pod == "database-operator-6d4f9-zzzzz"
 
 
 @pytest.mark.parametrize(
-    ("peers", "error"),
+    ("holder", "error"),
     [
-        ({}, "no live peer"),
-        ({"pod-a": 200, "pod-b": 200}, "share the top priority 200: Kopf pauses them all"),
-        ({"pod-a": 100, "someone-else": 300}, "'someone-else' is not a pod of this release"),
+        (None, "the Lease has no holder"),
+        ("", "the Lease has no holder"),  # released (a clean stop), none took it yet
+        ("database-operator-6d4f9-aaaaa", "is not an operator's"),
+        ("database-operator-6d4f9-aaaaa_xyz", "is not an operator's"),
+        ("someone-else_0f3a9c1e", "'someone-else' is not a pod of this release"),
     ],
 )
-def test_no_active_replica_is_a_failure_that_says_why(peers: dict[str, int], error: str) -> None:
+def test_no_leader_is_a_failure_that_says_why(holder: str | None, error: str) -> None:
     with pytest.raises(smoke.SmokeError, match=error):
-        smoke.active_peer(peers, {"pod-a", "pod-b"})
+        smoke.lease_holder(lease(holder), {"database-operator-6d4f9-aaaaa"})
 
 
 def database(generation: int, observed: int | None, ready: dict[str, Any] | None) -> Any:
@@ -79,17 +85,27 @@ def test_the_operator_is_read_from_its_deployment_args() -> None:
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/instance": "rel"}},
             "template": {"spec": {"containers": [{"name": "operator", "args": [
-                "run", "--namespace=a", "--namespace=b", "--metrics-port=9090", "--peering",
-                "--shard=east", "--peering-name=database-operator-east"]}]}},
+                "run", "--namespace=a", "--namespace=b", "--metrics-port=9090",
+                "--leader-election", "--shard=east", "--lease-name=ha-east"]}]}},
         },
     }  # fmt: skip
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     operator = smoke.Operator.from_deployment(deployment)
-    assert operator.peering and operator.peering_name == "database-operator-east"
+    assert operator.leader_election and operator.lease_name == "ha-east"
+    assert operator.lease_namespace is None  # the operator's own
     assert operator.namespaces == ("a", "b")
     assert (operator.metrics_port, operator.shard) == (9090, "east")
-    deployment["spec"]["template"]["spec"]["containers"][0]["args"] = ["run", "--no-peering"]
+    # Unnamed, the Lease is the operator's default: per shard.
+    args[:] = ["run", "--leader-election", "--shard=east", "--lease-namespace=elsewhere"]
     operator = smoke.Operator.from_deployment(deployment)
-    assert not operator.peering and operator.namespaces == () and operator.shard is None
+    assert (operator.lease_name, operator.lease_namespace) == (
+        "database-operator-east",
+        "elsewhere",
+    )
+    args[:] = ["run", "--no-leader-election"]
+    operator = smoke.Operator.from_deployment(deployment)
+    assert not operator.leader_election and operator.namespaces == () and operator.shard is None
+    assert operator.lease_name == "database-operator"
 
 
 def test_metrics_are_read_by_name_and_labels() -> None:
