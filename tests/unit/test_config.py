@@ -8,14 +8,18 @@ from database_operator.cli import main
 from database_operator.config import LogFormat, LogLevel, Settings
 
 
-def test_defaults() -> None:
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
     settings = Settings()
     assert settings.namespaces == []
     assert settings.log_level is LogLevel.INFO
     assert settings.log_format is LogFormat.JSON
     assert (settings.metrics_port, settings.health_port) == (8080, 8081)
     assert settings.resync_interval == 60
-    assert settings.peering is False
+    assert settings.leader_election is False
+    assert (settings.lease_name, settings.lease_namespace) == ("database-operator", None)
+    # controller-runtime's defaults.
+    assert (settings.lease_duration, settings.renew_deadline, settings.retry_period) == (15, 10, 2)
 
 
 def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -23,13 +27,27 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DATABASE_OPERATOR_LOG_LEVEL", "debug")
     monkeypatch.setenv("DATABASE_OPERATOR_LOG_FORMAT", "console")
     monkeypatch.setenv("DATABASE_OPERATOR_RESYNC_INTERVAL", "15")
-    monkeypatch.setenv("DATABASE_OPERATOR_PEERING", "true")
+    monkeypatch.setenv("DATABASE_OPERATOR_LEADER_ELECTION", "true")
+    monkeypatch.setenv("DATABASE_OPERATOR_LEASE_NAME", "ha")
+    monkeypatch.setenv("DATABASE_OPERATOR_LEASE_DURATION", "30")
+    monkeypatch.setenv("DATABASE_OPERATOR_RENEW_DEADLINE", "20")
+    monkeypatch.setenv("DATABASE_OPERATOR_RETRY_PERIOD", "0.5")
+    monkeypatch.setenv("POD_NAMESPACE", "ops")
     settings = Settings()
     assert settings.namespaces == ["team-a", "team-b"]
     assert settings.log_level is LogLevel.DEBUG
     assert settings.log_format is LogFormat.CONSOLE
     assert settings.resync_interval == 15
-    assert settings.peering is True
+    assert settings.leader_election is True
+    assert (settings.lease_name, settings.lease_namespace) == ("ha", "ops")
+    assert (settings.lease_duration, settings.renew_deadline, settings.retry_period) == (
+        30,
+        20,
+        0.5,
+    )
+    # The Lease's namespace given wins over the pod's.
+    monkeypatch.setenv("DATABASE_OPERATOR_LEASE_NAMESPACE", "elsewhere")
+    assert Settings().lease_namespace == "elsewhere"
 
 
 def test_flags_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,7 +63,10 @@ def test_flags_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None
         ("DATABASE_OPERATOR_LOG_FORMAT", "xml", "log_format"),
         ("DATABASE_OPERATOR_LOG_LEVEL", "LOUD", "log_level"),
         ("DATABASE_OPERATOR_RESYNC_INTERVAL", "0", "resync_interval"),
-        ("DATABASE_OPERATOR_PEERING", "maybe", "peering"),
+        ("DATABASE_OPERATOR_LEADER_ELECTION", "maybe", "leader_election"),
+        ("DATABASE_OPERATOR_LEASE_DURATION", "0", "lease_duration"),
+        ("DATABASE_OPERATOR_RENEW_DEADLINE", "soon", "renew_deadline"),
+        ("DATABASE_OPERATOR_RETRY_PERIOD", "-1", "retry_period"),
     ],
 )
 def test_bad_environment_stops_start_up_naming_the_setting(
@@ -60,6 +81,40 @@ def test_bad_environment_stops_start_up_naming_the_setting(
     err = capsys.readouterr().err
     assert f"invalid setting {named}" in err
     assert env in err
+
+
+@pytest.mark.parametrize(
+    ("duration", "deadline", "retry"),
+    [(10, 10, 2), (15, 10, 10), (5, 10, 2), (15, 1, 2)],
+)
+def test_lease_timings_must_shrink_from_duration_to_deadline_to_retry(
+    monkeypatch: pytest.MonkeyPatch, duration: float, deadline: float, retry: float
+) -> None:
+    monkeypatch.setenv("POD_NAMESPACE", "ops")
+    with pytest.raises(ValueError, match="lease_duration must be longer than renew_deadline"):
+        Settings(
+            leader_election=True,
+            lease_duration=duration,
+            renew_deadline=deadline,
+            retry_period=retry,
+        )
+    # Without leader election they are not used, and not checked.
+    alone = Settings(lease_duration=duration, renew_deadline=deadline, retry_period=retry)
+    assert alone.lease_duration == duration
+
+
+def test_leader_election_needs_the_leases_namespace(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    with pytest.raises(ValueError, match="leader_election needs lease_namespace"):
+        Settings(leader_election=True)
+    assert main(["run", "--leader-election"]) == 2
+    assert "POD_NAMESPACE" in capsys.readouterr().err
+    # In a pod: its own namespace; or named.
+    assert Settings(leader_election=True, lease_namespace="ops").lease_namespace == "ops"
+    monkeypatch.setenv("POD_NAMESPACE", "ops")
+    assert Settings(leader_election=True).lease_namespace == "ops"
 
 
 def test_bad_flag_stops_start_up_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:

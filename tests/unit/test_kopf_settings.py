@@ -58,10 +58,10 @@ def test_a_shard_selects_its_databases_and_their_children_on_the_server() -> Non
         assert list(selectors.collect(children)) == [f"{OURS},databases.example.com/shard=east"]
 
 
-def test_a_shard_has_its_own_peering_unless_named() -> None:
-    assert Settings(shard="east").peering_name == "database-operator-east"
-    assert Settings(shard="east", peering_name="ops").peering_name == "ops"
-    assert Settings().peering_name == "database-operator"
+def test_a_shard_has_its_own_lease_unless_named() -> None:
+    assert Settings(shard="east").lease_name == "database-operator-east"
+    assert Settings(shard="east", lease_name="ops").lease_name == "ops"
+    assert Settings().lease_name == "database-operator"
     assert Settings(shard="").shard is None
 
 
