@@ -29,7 +29,6 @@ from database_operator.webhooks.certificates import new_ca
 from tests.cluster import Cluster, wait_for
 from tests.controlplane import free_port, kubectl_process
 from tests.integration.conftest import RESYNC_S, OperatorProcess, is_ready, start_operator
-from tests.integration.test_ha import has_peer_with_priority
 
 GROUP = "databases.example.com"
 V1BETA1 = f"{GROUP}/v1beta1"
@@ -52,7 +51,7 @@ class WebhookOperator:
 
 
 def start_webhook_operator(
-    cluster: Cluster, namespace: str, log: Path, *extra: str
+    cluster: Cluster, namespace: str, log: Path, *extra: str, env: dict[str, str] | None = None
 ) -> WebhookOperator:
     port, health_port = free_port(), free_port()
     name = f"dbop-{namespace}"
@@ -68,6 +67,7 @@ def start_webhook_operator(
         f"--webhook-url=https://127.0.0.1:{port}",
         f"--webhook-configuration={name}",
         *extra,
+        env=env,
     )
     running = WebhookOperator(process, port, health_port, name)
     wait_for(running.ready, timeout=30, what="/readyz with the webhooks served")
@@ -538,10 +538,13 @@ def listening(port: int) -> bool:
 def test_a_standby_replica_answers_admission_and_conversion(
     cluster: Cluster, namespace: str, tmp_path: Path
 ) -> None:
-    peering = ["--peering", f"--peering-name=webhooks-{namespace}", "--peering-lifetime=10"]
+    lease = f"webhooks-{namespace}"
+    election = ["--leader-election", f"--lease-name={lease}", f"--lease-namespace={namespace}"]
     active = start_webhook_operator(
-        cluster, namespace, tmp_path / "active.log", *peering, "--priority=200"
+        cluster, namespace, tmp_path / "active.log", *election, env={"POD_NAME": "active"}
     )
+    # The first replica leads before the second starts: the second stands by.
+    wait_for(lambda: lease_holder(cluster, namespace, lease) == "active", what="active to lead")
     standby_port, standby_health = free_port(), free_port()
     standby = start_operator(
         cluster,
@@ -553,18 +556,10 @@ def test_a_standby_replica_answers_admission_and_conversion(
         f"--webhook-url=https://127.0.0.1:{standby_port}",
         f"--webhook-configuration=standby-{namespace}",
         "--log-level=DEBUG",
-        *peering,
-        "--priority=100",
+        *election,
+        env={"POD_NAME": "standby"},
     )
     try:
-        peering_name = f"webhooks-{namespace}"
-        for priority in (200, 100):
-            wait_for(
-                functools.partial(
-                    has_peer_with_priority, cluster, namespace, peering_name, priority
-                ),
-                what=f"the peer with priority {priority}",
-            )
         probe = WebhookOperator(standby, standby_port, standby_health, f"standby-{namespace}")
         wait_for(probe.ready, what="the standby's /readyz")
         # Both replicas' registrations are live: a delete of a protected Database is refused
@@ -607,6 +602,7 @@ def test_a_standby_replica_answers_admission_and_conversion(
         assert "deletionProtection" in denied["response"]["status"]["message"]
         cluster.patch_db(namespace, "p", {"spec": {"deletionProtection": False}})
         # All along the standby reconciled nothing: it stood by.
+        assert lease_holder(cluster, namespace, lease) == "active"
         assert not standby.reconciles("p")
         assert active.process.reconciles("p")
     finally:
@@ -614,6 +610,14 @@ def test_a_standby_replica_answers_admission_and_conversion(
         active.process.stop()
         for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
             cluster.kubectl("delete", kind, f"standby-{namespace}", "--ignore-not-found")
+
+
+def lease_holder(cluster: Cluster, namespace: str, name: str) -> str:
+    """The pod holding the Lease (its holderIdentity is "<POD_NAME>_<8 hex>"), or ""."""
+    holder = cluster.kubectl(
+        "get", "lease", name, "-n", namespace, "-o", "jsonpath={.spec.holderIdentity}", check=False
+    )
+    return holder.rpartition("_")[0]
 
 
 def post(port: int, path: str, body: dict[str, Any]) -> dict[str, Any]:
