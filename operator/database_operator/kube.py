@@ -381,10 +381,11 @@ class Kube:
                 )
             except (ApiException, HTTPError, OSError) as raw:
                 raise api_error(raw, "WATCH", path) from raw
-            try:
-                return bool(response.read(1))  # the first byte of the first event, or the end
-            finally:
-                response.release_conn()
+            changed = bool(response.read(1))  # the first byte of the first event, or the end
+            if changed:  # the rest of the stream is unread: this connection cannot be reused
+                response.close()
+            response.release_conn()
+            return changed
 
         return await asyncio.get_running_loop().run_in_executor(self._threads, first_event)
 

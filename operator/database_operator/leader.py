@@ -67,6 +67,8 @@ class LeaderElection:
     _record_seen_at: float = 0.0
     #: When the request of our last successful acquire or renewal was sent (our clock).
     _renewed_at: float | None = None
+    #: When another's hold runs out unless renewed (our clock): the next try is then, not later.
+    _expires_at: float | None = None
 
     def may_write(self) -> bool:
         """Whether this candidate holds the Lease for certain: renewed within the deadline."""
@@ -164,12 +166,14 @@ class LeaderElection:
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         if holder and holder != self.identity and sent < self._record_seen_at + duration:
             self._lease = lease
+            self._expires_at = self._record_seen_at + duration
             return False  # held, and renewed within its duration as far as we have seen
         return self._took(await self.kube.replace(self._renewed(lease)), sent)
 
     def _took(self, lease: Manifest, sent: float) -> bool:
         self._lease = lease
         self._renewed_at = sent
+        self._expires_at = None
         spec = lease.get("spec") or {}
         self._record = tuple(
             spec.get(key)
@@ -198,9 +202,7 @@ class LeaderElection:
         spec = dict(lease.get("spec") or {})
         now = micro_time(self.now())
         if spec.get("holderIdentity") != self.identity:
-            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
-                1 if spec.get("holderIdentity") else 0
-            )
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
             spec["acquireTime"] = now
         spec.update(
             holderIdentity=self.identity,
@@ -214,18 +216,28 @@ class LeaderElection:
         The watch ends on the server's side within the retry period too: no request outlives
         the wait in a thread."""
         version = (self._lease or {}).get("metadata", {}).get("resourceVersion")
-        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stopping.wait())]
-        if version:
-            changed = self.kube.next_change(
-                LEASE, self.namespace, self.name, version, self.retry_period
+        period = self.retry_period
+        left = None if self._expires_at is None else self._expires_at - self.clock()
+        if left is not None and left > 0:  # try again the moment the holder's lease runs out
+            period = min(period, left + 0.01)
+        deadline = self.clock() + period
+        if version and period > 0:
+            changed = asyncio.ensure_future(
+                self.kube.next_change(LEASE, self.namespace, self.name, version, period)
             )
-            waits.append(asyncio.ensure_future(changed))
-        try:
-            await asyncio.wait(waits, timeout=self.retry_period, return_when="FIRST_COMPLETED")
-        finally:
-            for waiting in waits:
-                waiting.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
+            stopped = asyncio.ensure_future(stopping.wait())
+            try:
+                await asyncio.wait(
+                    (changed, stopped), timeout=period, return_when="FIRST_COMPLETED"
+                )
+            finally:
+                for waiting in (changed, stopped):
+                    waiting.cancel()
+                results = await asyncio.gather(changed, stopped, return_exceptions=True)
+            if results[0] is True:
+                return  # it changed: look now
+        # No watch, or it failed (the API server is away): the rest of the retry period.
+        await _sleep_or_stop(stopping, deadline - self.clock())
 
     # --- the end --------------------------------------------------------------------------------
 

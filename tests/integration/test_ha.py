@@ -1,17 +1,24 @@
-"""High availability: two operators peered through one KopfPeering object in the watched
-namespace; the one with the higher priority reconciles, the other stands by until it is gone.
+"""High availability: operators elect their leader on a Lease; only the leader reconciles.
 
-Kopf does not create the peering object (a keep-alive to a missing one only logs "not found"),
-and with a peering name given it starts paused until it has seen the object: the operator
-creates it at start-up, which the tests rely on.
+Each test runs real operator processes against the real API server and reads, from each
+replica's own log, when it led ("leading" until "stopped leading" or "released the lease") and
+when each of its reconciles started. "Never two writers" is then checked as it should be: the
+replicas' leaderships never overlap, and no replica starts a reconcile outside its own.
+(The election itself, in-process, is tests/integration/test_leader.py.)
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,237 +26,306 @@ import pytest
 from kubernetes import client
 
 from tests.cluster import Cluster, wait_for
+from tests.controlplane import ControlPlane, install_crds
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
 
-PEERING_GROUP, PEERING_VERSION, PEERING_PLURAL = "kopf.dev", "v1", "kopfpeerings"
-#: Short, so a crash is noticed quickly (the operator's minimum is 5 s).
-PEERING_LIFETIME_S = 10
-#: Beyond the lifetime: the standby notices on its next keep-alive (every 1-5 s with this
-#: lifetime), restarts its watches and reconciles; generous for a busy 2-core machine.
-TAKEOVER_MARGIN_S = 20
-ACTIVE_PRIORITY, STANDBY_PRIORITY = 200, 100
+#: The operator's defaults (controller-runtime's): a crash is measured as users will see it.
+LEASE_S, RENEW_S, RETRY_S = 15.0, 10.0, 2.0
+#: Simultaneous starts of two replicas.
+RACES = 4
 
-
-def observed_generation(cluster: Cluster, namespace: str, name: str, generation: int) -> bool:
-    db = cluster.get_db(namespace, name)
-    return bool(db.get("status", {}).get("observedGeneration") == generation)
-
-
-def peers(cluster: Cluster, namespace: str, peering: str) -> dict[str, Any]:
-    """The peering object's status: one keep-alive record per live operator, by identity."""
-    obj = cluster.custom.get_namespaced_custom_object(
-        PEERING_GROUP, PEERING_VERSION, namespace, PEERING_PLURAL, peering
-    )
-    return obj.get("status") or {}
+Interval = tuple[datetime, datetime]
 
 
 def moment(line: dict[str, Any]) -> datetime:
     return datetime.fromisoformat(line["timestamp"])
 
 
-def read_replicas(cluster: Cluster, namespace: str, name: str) -> int | None:
-    try:
-        found = cluster.apps.read_namespaced_deployment(f"{name}-replicas", namespace)
-    except client.ApiException:
-        return None
-    return int(found.spec.replicas)
-
-
-def has_peer_with_priority(cluster: Cluster, namespace: str, peering: str, priority: int) -> bool:
-    return any(
-        record.get("priority") == priority for record in peers(cluster, namespace, peering).values()
-    )
-
-
-def start_peer(
-    cluster: Cluster, namespace: str, peering: str, priority: int, log_path: Path
-) -> OperatorProcess:
-    return start_operator(
-        cluster,
-        log_path,
+def election_args(namespace: str, lease: str, *timings: float) -> list[str]:
+    lease_s, renew_s, retry_s = timings or (LEASE_S, RENEW_S, RETRY_S)
+    return [
         f"--namespace={namespace}",
-        "--peering",
-        f"--peering-name={peering}",
-        f"--peering-lifetime={PEERING_LIFETIME_S}",
-        f"--priority={priority}",
+        "--leader-election",
+        f"--lease-namespace={namespace}",
+        f"--lease-name={lease}",
+        f"--lease-duration={lease_s}",
+        f"--renew-deadline={renew_s}",
+        f"--retry-period={retry_s}",
         f"--resync-interval={RESYNC_S}",
         "--health-port=0",
         "--metrics-port=0",
-        # Resyncs that change nothing log "reconciled" at DEBUG: every tick shows who is active.
+        # Resyncs that change nothing log "reconciled" at DEBUG: every one shows who acts.
         "--log-level=DEBUG",
+    ]
+
+
+def replica(
+    cluster: Cluster, namespace: str, lease: str, name: str, log: Path, *timings: float
+) -> OperatorProcess:
+    return start_operator(
+        cluster, log, *election_args(namespace, lease, *timings), env={"POD_NAME": name}
     )
 
 
-def missing_keepalives(operator: OperatorProcess, peering: str) -> int:
-    """Kopf's keep-alives that found no peering object (logged at DEBUG)."""
-    return sum(
-        1
-        for line in operator.log_lines()
-        if line.get("event", "").startswith(f"Keep-alive in {peering!r}")
-        and line["event"].endswith("not found.")
-    )
+def leaderships(lines: list[dict[str, Any]], until: datetime) -> list[Interval]:
+    """When the replica led, by its own log (a leadership still on ends at ``until``)."""
+    spans: list[Interval] = []
+    began: datetime | None = None
+    for line in lines:
+        event = line.get("event", "")
+        if event == "leading":
+            began = moment(line)
+        elif began is not None and (
+            event.startswith("stopped leading") or event == "released the lease"
+        ):
+            spans.append((began, moment(line)))
+            began = None
+    if began is not None:
+        spans.append((began, until))
+    return spans
+
+
+def reconcile_starts(lines: list[dict[str, Any]]) -> list[datetime]:
+    """When each reconcile of the replica began (its log line is written when it ends)."""
+    return [
+        moment(line) - timedelta(seconds=float(line.get("duration_s", 0)))
+        for line in lines
+        if line.get("event") == "reconciled"
+    ]
+
+
+def assert_one_writer(
+    *replicas: OperatorProcess, killed: tuple[int, datetime] | None = None
+) -> dict[str, int]:
+    """No two replicas led at once, and none reconciled unless it led; reconciles per replica.
+    A replica ``killed`` (its index, and when) led at most until then."""
+    logs = [op.log_lines() for op in replicas]
+    now = datetime.now(UTC)  # after the reads: a leadership still on covers what was read
+    spans = {
+        index: leaderships(lines, killed[1] if killed and killed[0] == index else now)
+        for index, lines in enumerate(logs)
+    }
+    flat = sorted((span, index) for index, each in spans.items() for span in each)
+    for (first, a), (second, b) in itertools.pairwise(flat):
+        assert a == b or first[1] <= second[0], f"replicas {a} and {b} led at once: {flat}"
+    counts: dict[str, int] = {}
+    # Log timestamps are the replica's clock; a reconcile's start is computed from its end.
+    slack = timedelta(milliseconds=50)
+    for index, lines in enumerate(logs):
+        starts = reconcile_starts(lines)
+        outside = [
+            at
+            for at in starts
+            if not any(begin - slack <= at <= end for begin, end in spans[index])
+        ]
+        assert outside == [], f"replica {index} reconciled without leading: {outside}"
+        counts[str(index)] = len(starts)
+    return counts
+
+
+def first_reconcile_after(operator: OperatorProcess, after: datetime) -> datetime | None:
+    return next((at for at in reconcile_starts(operator.log_lines()) if at >= after), None)
+
+
+def converged(cluster: Cluster, namespace: str, names: list[str]) -> bool:
+    items = cluster.custom.list_namespaced_custom_object(
+        "databases.example.com", "v1", namespace, "databases"
+    )["items"]
+    observed = {
+        item["metadata"]["name"]
+        for item in items
+        if (item.get("status") or {}).get("observedGeneration") == item["metadata"]["generation"]
+    }
+    return set(names) <= observed
+
+
+def reconciled(cluster: Cluster, namespace: str, name: str) -> Callable[[], bool]:
+    return lambda: converged(cluster, namespace, [name])
+
+
+def stop(*replicas: OperatorProcess | None) -> None:
+    for each in replicas:
+        if each is not None and each.proc.poll() is None:
+            assert each.stop() == 0, each.log_text()[-3000:]
 
 
 @pytest.fixture
-def peering(cluster: Cluster, namespace: str) -> str:
-    """A peering name unique to the test; the operators create its KopfPeering object."""
+def lease() -> str:
     return f"ha-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture
-def active(
-    cluster: Cluster, namespace: str, peering: str, tmp_path: Path
-) -> Iterator[OperatorProcess]:
-    """The higher-priority operator, started first and registered in the peering object."""
-    yield from registered_peer(
-        cluster, namespace, peering, ACTIVE_PRIORITY, tmp_path / "active.log"
-    )
-
-
-@pytest.fixture
-def standby(
-    cluster: Cluster, namespace: str, peering: str, active: OperatorProcess, tmp_path: Path
-) -> Iterator[OperatorProcess]:
-    """The lower-priority operator, started once the active one is registered."""
-    yield from registered_peer(
-        cluster, namespace, peering, STANDBY_PRIORITY, tmp_path / "standby.log"
-    )
-
-
-def registered_peer(
-    cluster: Cluster, namespace: str, peering: str, priority: int, log: Path
-) -> Iterator[OperatorProcess]:
-    """A peer started and seen in the peering object; stopped cleanly unless a test killed it."""
-    running = start_peer(cluster, namespace, peering, priority, log)
-    wait_for(
-        lambda: has_peer_with_priority(cluster, namespace, peering, priority),
-        what=f"the keep-alive of the peer with priority {priority}",
-    )
-    yield running
-    if running.proc.poll() is None:  # not killed by the test: it must exit cleanly
-        assert running.stop() == 0, running.log_text()[-3000:]
-
-
-def test_only_the_higher_priority_operator_reconciles(
-    cluster: Cluster, namespace: str, active: OperatorProcess, standby: OperatorProcess
+def test_kill_9_of_the_leader_while_databases_are_created_every_second(
+    cluster: Cluster, namespace: str, lease: str, tmp_path: Path
 ) -> None:
-    cluster.create_db(namespace, "db", {"engine": "redis"})
-    wait_for(lambda: observed_generation(cluster, namespace, "db", 1), what="the first reconcile")
-    # The active operator's resyncs are the clock: the standby had as long to act, and did not.
-    wait_for(
-        lambda: len(active.reconciles("db", "resync")) >= 3,
-        timeout=RESYNC_S * 3 + 15,
-        what="three resyncs by the active operator",
-    )
+    active = replica(cluster, namespace, lease, "active", tmp_path / "active.log")
+    standby: OperatorProcess | None = None
+    names: list[str] = []
+    creating = threading.Event()
 
-    assert standby.proc.poll() is None, standby.log_text()[-3000:]
-    assert standby.reconciles("db") == []
-    assert active.reconciles("db", "create")
-    assert cluster.apps.read_namespaced_deployment("db", namespace).spec.replicas == 1
+    def create_every_second() -> None:
+        while creating.is_set():
+            name = f"db-{len(names)}"
+            cluster.create_db(namespace, name, {"engine": "redis"})
+            names.append(name)
+            time.sleep(1)
+
+    try:
+        wait_for(lambda: "leading" in active.log_text(), what="the first replica to lead")
+        standby = replica(cluster, namespace, lease, "standby", tmp_path / "standby.log")
+        creating.set()
+        creator = threading.Thread(target=create_every_second, daemon=True)
+        creator.start()
+        wait_for(lambda: len(names) >= 5, what="five Databases")
+        wait_for(lambda: converged(cluster, namespace, names[:5]), what="the first five")
+        active.proc.kill()  # SIGKILL: no release, only the Lease's expiry
+        killed = datetime.now(UTC)
+        active.proc.wait()
+        killed_at = time.monotonic()
+        wait_for(
+            lambda: first_reconcile_after(standby, killed) is not None,
+            timeout=LEASE_S + RETRY_S + 10,
+            what="the standby's first reconcile",
+        )
+        first = first_reconcile_after(standby, killed)
+        assert first is not None
+        took_over = (first - killed).total_seconds()
+        time.sleep(3)  # a few more Databases while the new leader works
+        creating.clear()
+        creator.join()
+        wait_for(lambda: converged(cluster, namespace, names), timeout=60, what="all Databases")
+        all_converged = time.monotonic() - killed_at
+        counts = assert_one_writer(active, standby, killed=(0, killed))
+        print(
+            f"kill -9 of the leader: the standby reconciled {took_over:.1f} s later "
+            f"(lease {LEASE_S:.0f} s, retry {RETRY_S:.0f} s); all {len(names)} Databases "
+            f"(one created every second) converged {all_converged:.1f} s after the kill; "
+            f"reconciles by replica: {counts}"
+        )
+        assert took_over <= LEASE_S + RETRY_S + 1
+        errors = [line for line in standby.log_lines() if line.get("event") == "reconcile failed"]
+        assert errors == [], errors[:3]
+    finally:
+        creating.clear()
+        stop(standby)
 
 
-def test_the_standby_takes_over_within_the_peering_lifetime_when_the_active_one_is_killed(
-    cluster: Cluster, namespace: str, active: OperatorProcess, standby: OperatorProcess
+def test_a_sigterm_hands_the_lease_over_in_under_two_seconds(
+    cluster: Cluster, namespace: str, lease: str, tmp_path: Path
 ) -> None:
-    cluster.create_db(namespace, "db", {"engine": "redis"})
-    wait_for(lambda: observed_generation(cluster, namespace, "db", 1), what="the first reconcile")
-    assert standby.reconciles("db") == []
-
-    active.proc.kill()  # SIGKILL: no goodbye in the peering object, only its expiry
-    active.proc.wait()
-    killed = time.monotonic()
-    cluster.patch_db(namespace, "db", {"spec": {"replicas": 2}})
-
-    wait_for(
-        lambda: read_replicas(cluster, namespace, "db") == 1,
-        timeout=PEERING_LIFETIME_S + TAKEOVER_MARGIN_S,
-        what="the standby to add a read replica",
-    )
-    took = time.monotonic() - killed
-    wait_for(lambda: observed_generation(cluster, namespace, "db", 2), what="generation 2 observed")
-    assert [line["generation"] for line in standby.reconciles("db")][-1] == 2
-    assert took <= PEERING_LIFETIME_S + TAKEOVER_MARGIN_S
-
-
-def test_the_standby_takes_over_before_the_peering_lifetime_when_the_active_one_exits(
-    cluster: Cluster, namespace: str, active: OperatorProcess, standby: OperatorProcess
-) -> None:
-    cluster.create_db(namespace, "db", {"engine": "redis"})
-    wait_for(lambda: observed_generation(cluster, namespace, "db", 1), what="the first reconcile")
-    assert standby.reconciles("db") == []
-
-    # A graceful exit (SIGTERM, as in a rolling update) removes its record from the peering
-    # object, so the standby need not wait for it to expire.
-    assert active.stop() == 0, active.log_text()[-3000:]
-    cluster.patch_db(namespace, "db", {"spec": {"replicas": 2}})
-
-    wait_for(
-        lambda: read_replicas(cluster, namespace, "db") == 1,
-        timeout=PEERING_LIFETIME_S,
-        what="the standby to add a read replica",
-    )
-    assert standby.reconciles("db")
+    active = replica(cluster, namespace, lease, "active", tmp_path / "active.log")
+    standby: OperatorProcess | None = None
+    try:
+        wait_for(lambda: "leading" in active.log_text(), what="the first replica to lead")
+        standby = replica(cluster, namespace, lease, "standby", tmp_path / "standby.log")
+        cluster.create_db(namespace, "db", {"engine": "redis"})
+        wait_for(lambda: converged(cluster, namespace, ["db"]), what="the first reconcile")
+        time.sleep(RETRY_S + 0.5)  # the standby waits on the Lease between tries
+        terminated = datetime.now(UTC)
+        active.proc.send_signal(signal.SIGTERM)  # a rolling update's first step
+        wait_for(
+            lambda: first_reconcile_after(standby, terminated) is not None,
+            timeout=LEASE_S,
+            what="the standby's first reconcile",
+        )
+        first = first_reconcile_after(standby, terminated)
+        assert first is not None
+        handover = (first - terminated).total_seconds()
+        assert active.proc.wait(timeout=30) == 0, active.log_text()[-3000:]
+        counts = assert_one_writer(active, standby)
+        print(f"SIGTERM: the standby reconciled {handover:.2f} s later; reconciles {counts}")
+        assert handover < 2.0
+    finally:
+        stop(active, standby)
 
 
-def test_an_operator_creates_its_peering_object_and_reconciles(
+def test_two_replicas_started_at_the_same_instant_never_both_reconcile(
     cluster: Cluster, namespace: str, tmp_path: Path
 ) -> None:
-    # Kopf itself never creates the object, and without it every peer stays paused.
-    peering = f"ha-{uuid.uuid4().hex[:8]}"
-    lone = start_peer(cluster, namespace, peering, ACTIVE_PRIORITY, tmp_path / "lone.log")
-    try:
-        cluster.create_db(namespace, "db", {"engine": "redis"})
-        wait_for(
-            lambda: observed_generation(cluster, namespace, "db", 1),
-            timeout=PEERING_LIFETIME_S + TAKEOVER_MARGIN_S,
-            what="the first reconcile",
-        )
-        assert has_peer_with_priority(cluster, namespace, peering, ACTIVE_PRIORITY)
-        assert missing_keepalives(lone, peering) == 0
-    finally:
-        assert lone.stop() == 0, lone.log_text()[-3000:]
+    leaders: list[int] = []
+    for race in range(RACES):
+        lease = f"race-{race}-{uuid.uuid4().hex[:6]}"
+        cluster.create_db(namespace, f"db-{race}", {"engine": "redis"})
+        replicas: list[OperatorProcess] = []
+        for index in range(2):  # both spawned at once: no wait for either to start
+            log = tmp_path / f"race-{race}-{index}.log"
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "database_operator.cli",
+                    "run",
+                    *election_args(namespace, lease),
+                ],
+                env={
+                    **os.environ,
+                    "KUBECONFIG": str(cluster.kubeconfig),
+                    "POD_NAME": f"replica-{index}",
+                },
+                stdout=log.open("wb"),
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+            replicas.append(OperatorProcess(proc, log))
+        try:
+            wait_for(reconciled(cluster, namespace, f"db-{race}"), 60, what=f"db-{race} reconciled")
+            time.sleep(3 * RESYNC_S)  # resyncs: every one shows who reconciles
+            counts = assert_one_writer(*replicas)
+            assert sorted(counts.values())[0] == 0, counts  # one of them never reconciled
+            leaders.append(next(int(i) for i, n in counts.items() if n))
+        finally:
+            stop(*replicas)
+    print(f"{RACES} simultaneous starts: one reconciler each time (leaders: {leaders})")
 
 
-def test_an_active_operator_pauses_when_a_higher_priority_peer_joins(
-    cluster: Cluster, namespace: str, peering: str, tmp_path: Path
+# --- kube-apiserver away for longer than the renew deadline --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A control plane of this test's own: it kills kube-apiserver."""
+    with ControlPlane(tmp_path_factory.mktemp("ha")) as started:
+        install_crds(started.kubeconfig)
+        yield started
+
+
+def test_an_api_server_outage_beyond_the_renew_deadline_makes_the_leader_step_down(
+    plane: ControlPlane, tmp_path: Path, lease: str
 ) -> None:
-    # Kopf pauses the lower peer's watches; its reconcile queue must pause with them, or it
-    # would go on resyncing what it had cached.
-    lower = start_peer(cluster, namespace, peering, STANDBY_PRIORITY, tmp_path / "lower.log")
-    higher: OperatorProcess | None = None
+    timings = (8.0, 5.0, 1.0)  # lease, renew deadline, retry: the outage outlasts the deadline
+    outage_s = 12.0
+    own = Cluster.connect(plane)
+    namespace = f"ha-{uuid.uuid4().hex[:6]}"
+    own.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    first = replica(own, namespace, lease, "first", tmp_path / "first.log", *timings)
+    second: OperatorProcess | None = None
     try:
-        cluster.create_db(namespace, "db", {"engine": "redis"})
-        wait_for(
-            lambda: observed_generation(cluster, namespace, "db", 1),
-            timeout=PEERING_LIFETIME_S + TAKEOVER_MARGIN_S,
-            what="the first reconcile by the only peer",
+        wait_for(lambda: "leading" in first.log_text(), what="the first replica to lead")
+        second = replica(own, namespace, lease, "second", tmp_path / "second.log", *timings)
+        own.create_db(namespace, "db", {"engine": "redis"})
+        wait_for(lambda: converged(own, namespace, ["db"]), what="the first reconcile")
+        plane.kill_apiserver()
+        time.sleep(outage_s)
+        stepped_down = "stopped leading" in first.log_text()
+        plane.start_apiserver()
+        back = datetime.now(UTC)
+        own.patch_db(namespace, "db", {"spec": {"replicas": 1}})
+        wait_for(lambda: converged(own, namespace, ["db"]), timeout=60, what="the change")
+
+        def reconciled_after() -> list[tuple[str, datetime]]:
+            return [
+                (name, at)
+                for name, op in (("first", first), ("second", second))
+                if op is not None and (at := first_reconcile_after(op, back)) is not None
+            ]
+
+        after = wait_for(reconciled_after, what="a reconcile logged after the return")
+        counts = assert_one_writer(first, second)
+        print(
+            f"kube-apiserver away {outage_s:.0f} s (renew deadline {timings[1]:.0f} s): the "
+            f"leader stepped down during it; after its return {after[0][0]} reconciled "
+            f"{(after[0][1] - back).total_seconds():.1f} s later; reconciles {counts}"
         )
-        wait_for(lambda: lower.reconciles("db", "resync"), what="a resync by the only peer")
-        higher = start_peer(cluster, namespace, peering, ACTIVE_PRIORITY, tmp_path / "higher.log")
-        wait_for(
-            lambda: "Pausing operations" in lower.log_text(),
-            timeout=PEERING_LIFETIME_S + TAKEOVER_MARGIN_S,
-            what="the lower peer to pause",
-        )
-        cluster.patch_db(namespace, "db", {"spec": {"replicas": 2}})
-        wait_for(lambda: observed_generation(cluster, namespace, "db", 2), what="generation 2")
-        wait_for(
-            lambda: len(higher.reconciles("db", "resync")) >= 3,
-            timeout=RESYNC_S * 3 + 15,
-            what="three resyncs by the higher peer",
-        )
-        paused = next(
-            moment(line) for line in lower.log_lines() if "Pausing operations" in line["event"]
-        )
-        # A reconcile in flight when the pause came may finish; none may start after it.
-        started_after = [
-            line
-            for line in lower.reconciles("db")
-            if moment(line) - timedelta(seconds=line["duration_s"]) > paused
-        ]
-        assert started_after == [], "the paused peer went on reconciling"
-        assert [line["generation"] for line in higher.reconciles("db")][-1] == 2
+        assert stepped_down, first.log_text()[-3000:]
     finally:
-        for peer in (higher, lower):
-            if peer is not None:
-                assert peer.stop() == 0, peer.log_text()[-3000:]
+        stop(first, second)
+        own.api.close()
