@@ -174,12 +174,13 @@ def groups(docs: str) -> list[Group]:
             "DatabaseOperatorNoActiveReplica",
             "max(database_operator_active) == 0",
             "critical",
-            "no operator replica is active: kubectl get clusterkopfpeering -o yaml (priorities, "
-            "lastseen)",
+            "no operator replica leads: kubectl get lease -n <operator namespace> "
+            "database-operator -o jsonpath='{.spec.holderIdentity}'",
             duration="5m",
-            description="Every replica stands by (a priority tie pauses them all, or the "
-            "peering object is missing): nothing reconciles. With shards, each shard's "
-            "Deployment has its own active one.",
+            description="Every replica stands by: none can take or renew the Lease (the API "
+            "server out of reach, or the Lease's Role missing), or something else holds it "
+            "(another release with the same Lease name). Nothing reconciles. With shards, each "
+            "shard's Deployment has its own Lease and leader.",
             runbook=f"{docs}#high-availability",
         ),
         _alert(

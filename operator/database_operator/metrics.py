@@ -180,7 +180,8 @@ class Metrics:
         )
         self.active = Gauge(
             f"{PREFIX}_active",
-            "1 while this replica may reconcile (always, without peering); 0 while it stands by.",
+            "1 while this replica may reconcile (it holds the Lease; always, without leader "
+            "election); 0 while it stands by.",
             registry=self.registry,
         )
         self.phases = _PhaseCollector()
