@@ -225,7 +225,7 @@ async def test_an_older_watch_event_never_replaces_what_our_write_returned() -> 
 
 
 def error_count(controller: Controller) -> float:
-    return controller.metrics.reconciles.labels("error")._value.get()
+    return float(controller.metrics.reconciles.labels("error")._value.get())
 
 
 @synchronously
