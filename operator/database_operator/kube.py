@@ -54,6 +54,9 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions"),
     # Leader election (HA): the Lease whose holder reconciles.
     "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
+    # Read only: the peering objects of releases before leader election (see leader.py).
+    "KopfPeering": ("/apis/kopf.dev/v1", "kopfpeerings"),
+    "ClusterKopfPeering": ("/apis/kopf.dev/v1", "clusterkopfpeerings"),
 }
 
 #: HTTP statuses worth retrying: conflicts, throttling, and the server's own trouble.

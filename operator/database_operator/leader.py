@@ -18,6 +18,11 @@ so a holder that stopped renewing stops writing — even in a reconcile already 
 its Lease is still valid for everyone else. That margin (lease duration minus renew deadline,
 5 s by default) is what keeps two writers apart.
 
+An upgrade from a release that elected its active replica with Kopf's peering rolls new pods in
+beside the old ones, which do not know the Lease: until no old peer is left alive in the peering
+object (their keep-alives stop when they exit), a new replica does not campaign
+(``wait_for_earlier_peers``).
+
 Why our own (one module) rather than a library's: Kopf has peering, not a Lease; the ``kubernetes``
 package's leaderelection runs in threads and locks a ConfigMap; ``kubernetes_asyncio``'s brings a
 second API client, does not release on stop and offers no fence.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +44,8 @@ from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
 
 LEASE = "Lease"
+#: Tries that keep failing are a WARNING at most this often (each is a DEBUG line).
+WARN_EVERY_S = 30.0
 
 
 def micro_time(moment: datetime) -> str:
@@ -69,6 +77,7 @@ class LeaderElection:
     _renewed_at: float | None = None
     #: When another's hold runs out unless renewed (our clock): the next try is then, not later.
     _expires_at: float | None = None
+    _warned_at: float = float("-inf")
 
     def may_write(self) -> bool:
         """Whether this candidate holds the Lease for certain: renewed within the deadline."""
@@ -141,8 +150,23 @@ class LeaderElection:
         try:
             return await asyncio.wait_for(self._try(), timeout)
         except (TimeoutError, ApiError) as error:
-            get_logger().debug("lease attempt failed", lease=self.name, error=str(error))
+            self._failed(error)
             return False
+
+    def _failed(self, error: Exception) -> None:
+        """A try that failed: DEBUG, but a WARNING every WARN_EVERY_S while tries keep failing
+        for another reason than a race (a missing Role would otherwise keep every replica a
+        silent standby)."""
+        why = str(error) or type(error).__name__
+        raced = isinstance(error, ApiError) and error.status == 409
+        now = self.clock()
+        if raced or now < self._warned_at + WARN_EVERY_S:
+            get_logger().debug("lease attempt failed", lease=self.name, error=why)
+            return
+        self._warned_at = now
+        get_logger().warning(
+            "cannot read or write the lease", lease=f"{self.namespace}/{self.name}", error=why
+        )
 
     async def _try(self) -> bool:
         sent = self.clock()
@@ -182,6 +206,10 @@ class LeaderElection:
         self._record_seen_at = sent
         return True
 
+    def _whole_seconds(self) -> int:
+        """The lease duration as the Lease holds it: whole seconds, at least one."""
+        return max(1, math.ceil(self.lease_duration))
+
     def _new_lease(self) -> Manifest:
         now = micro_time(self.now())
         return {
@@ -190,7 +218,7 @@ class LeaderElection:
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": {
                 "holderIdentity": self.identity,
-                "leaseDurationSeconds": round(self.lease_duration),
+                "leaseDurationSeconds": self._whole_seconds(),
                 "acquireTime": now,
                 "renewTime": now,
                 "leaseTransitions": 0,
@@ -206,7 +234,7 @@ class LeaderElection:
             spec["acquireTime"] = now
         spec.update(
             holderIdentity=self.identity,
-            leaseDurationSeconds=round(self.lease_duration),
+            leaseDurationSeconds=self._whole_seconds(),
             renewTime=now,
         )
         return {**lease, "apiVersion": "coordination.k8s.io/v1", "kind": LEASE, "spec": spec}
@@ -266,3 +294,52 @@ async def _sleep_or_stop(stopping: asyncio.Event, seconds: float) -> bool:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stopping.wait(), max(0.0, seconds))
     return stopping.is_set()
+
+
+async def wait_for_earlier_peers(
+    kube: Kube,
+    name: str,
+    namespaces: list[str],
+    stopping: asyncio.Event,
+    *,
+    poll: float = 2.0,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> None:
+    """Until no replica of an earlier release (Kopf peering, peering object ``name``: one per
+    watched namespace, or one for the cluster) is alive. No peering object, no Kopf CRD, or no
+    permission to read it: nothing to wait for."""
+    objects = [("KopfPeering", ns) for ns in namespaces] or [("ClusterKopfPeering", "")]
+    told = False
+    while not stopping.is_set():
+        alive: list[str] = []
+        for kind, namespace in objects:
+            try:
+                peering = await kube.get(kind, namespace, name)
+            except ApiError as error:
+                if error.status not in (403, 404):
+                    raise
+                peering = None
+            for peer, record in ((peering or {}).get("status") or {}).items():
+                if isinstance(record, dict) and _peer_alive(record, now()):
+                    alive.append(peer)
+        if not alive:
+            return
+        if not told:
+            get_logger().info(
+                "waiting for the replicas of an earlier release (Kopf peering) to stop",
+                peering=name,
+                peers=sorted(alive),
+            )
+            told = True
+        await _sleep_or_stop(stopping, poll)
+
+
+def _peer_alive(record: Manifest, now: datetime) -> bool:
+    try:
+        seen = datetime.fromisoformat(str(record["lastseen"]))
+        lifetime = float(record.get("lifetime", 60))
+    except (KeyError, ValueError):
+        return False
+    if seen.tzinfo is None:
+        seen = seen.replace(tzinfo=UTC)
+    return (now - seen).total_seconds() < lifetime

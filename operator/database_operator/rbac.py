@@ -69,6 +69,9 @@ NAMESPACED_RULES: list[Rule] = [
     # What a finished Job's agent stored, or why it failed, is in its pod's termination
     # message: listed by the Job's label, once per Job. Read only.
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    # Read only: upgraded from a release that elected its active replica with Kopf's peering,
+    # a new replica waits until the old ones have left the peering object (leader.py).
+    {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": ["get"]},
 ]
 
 #: Extra rules when the operator watches every namespace (a ClusterRole).
@@ -79,6 +82,8 @@ CLUSTER_RULES: list[Rule] = [
         "resources": ["customresourcedefinitions"],
         "verbs": ["list", "watch"],
     },
+    # Read only, as for kopfpeerings above, when watching every namespace.
+    {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"], "verbs": ["get"]},
 ]
 
 #: Leader election (HA): the Lease, in the operator's own namespace, narrowed to its name but for

@@ -20,7 +20,7 @@ from database_operator.events import EventRecorder
 from database_operator.handlers import register
 from database_operator.health import Health
 from database_operator.kube import ApiError, Kube, new_api_client
-from database_operator.leader import LeaderElection
+from database_operator.leader import LeaderElection, wait_for_earlier_peers
 from database_operator.logs import get_logger
 from database_operator.metrics import Metrics
 from database_operator.webhooks.admission import Admission
@@ -80,6 +80,20 @@ async def wait_for_crds(kube: Kube, settings: Settings, stopping: asyncio.Event)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), CRD_POLL_S)
     return not stopping.is_set()
+
+
+async def campaign_for(
+    election: LeaderElection, settings: Settings, stopping: asyncio.Event
+) -> None:
+    """Lead when elected; after the replicas of a release that used Kopf's peering are gone."""
+    await wait_for_earlier_peers(
+        election.kube,
+        settings.lease_name,
+        settings.namespaces,
+        stopping,
+        poll=settings.retry_period,
+    )
+    await election.run(stopping)
 
 
 def announce(settings: Settings, election: LeaderElection | None, traces: str | bool) -> None:
@@ -149,7 +163,7 @@ async def operate(
     with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
         await controller.prime()
     workers = controller.start(settings.workers)
-    campaign = asyncio.create_task(election.run(stopping)) if election else None
+    campaign = asyncio.create_task(campaign_for(election, settings, stopping)) if election else None
     try:
         await run_kopf(registry, settings, stopping, health.ready)
     finally:

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,9 @@ import pytest
 from kubernetes import client
 
 from database_operator.kube import Kube
-from database_operator.leader import LeaderElection
+from database_operator.leader import LeaderElection, wait_for_earlier_peers
 from tests.aio import synchronously
-from tests.cluster import Cluster
+from tests.cluster import Cluster, wait_for
 from tests.faults import Fault, FaultProxy, Request
 
 #: Short, so the tests take seconds (the operator's defaults are 15, 10 and 2).
@@ -225,3 +226,107 @@ def test_a_candidate_never_takes_a_lease_held_by_another_within_its_duration(
     took = asyncio.run(scenario())
     assert LEASE_S - 0.2 <= took <= LEASE_S + 2 * RETRY_S + 0.5
     assert lease(cluster, namespace, "held")["leaseTransitions"] == 5
+
+
+# --- an upgrade from a release that used Kopf's peering ------------------------------------------
+
+#: Kopf's namespaced peering CRD as releases before leader election installed it.
+KOPF_PEERING_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "kopfpeerings.kopf.dev"},
+    "spec": {
+        "scope": "Namespaced",
+        "group": "kopf.dev",
+        "names": {"kind": "KopfPeering", "plural": "kopfpeerings", "singular": "kopfpeering"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def test_a_new_replica_campaigns_only_once_the_earlier_releases_peers_are_gone(
+    cluster: Cluster, namespace: str, kube: Kube
+) -> None:
+    """During a rolling upgrade from a peering release the old pods still reconcile: the new
+    ones wait until the last old peer's keep-alive has run out (or it said goodbye)."""
+    extensions = client.ApiextensionsV1Api(cluster.api)
+    extensions.create_custom_resource_definition(KOPF_PEERING_CRD)
+    try:
+        _earlier_peers_are_waited_for(cluster, namespace, kube)
+    finally:  # the session's cluster has no Kopf CRD otherwise (test_packaging checks)
+        extensions.delete_custom_resource_definition("kopfpeerings.kopf.dev")
+        wait_for(lambda: not _served(extensions), what="the KopfPeering CRD to be gone")
+
+
+def _served(extensions: client.ApiextensionsV1Api) -> bool:
+    try:
+        extensions.read_custom_resource_definition("kopfpeerings.kopf.dev")
+    except client.ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+def _earlier_peers_are_waited_for(cluster: Cluster, namespace: str, kube: Kube) -> None:
+    peering = {
+        "apiVersion": "kopf.dev/v1",
+        "kind": "KopfPeering",
+        "metadata": {"name": "database-operator"},
+        "status": {
+            "old-pod@host": {
+                "priority": 100,
+                "lifetime": 3,
+                "lastseen": datetime.now(UTC).isoformat(),
+            }
+        },
+    }
+    custom = client.CustomObjectsApi(cluster.api)
+
+    def create() -> None:
+        custom.create_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfpeerings", peering)
+
+    async def waited(name: str) -> float:
+        started = time.monotonic()
+        await wait_for_earlier_peers(kube, name, [namespace], asyncio.Event(), poll=0.1)
+        return time.monotonic() - started
+
+    assert asyncio.run(waited("database-operator")) < 1.0  # no peering object: no wait
+    wait_for(lambda: _created(create), what="the KopfPeering CRD to be served")
+    # A keep-alive, as the old replica sends every few seconds: it runs out 3 s from now.
+    keepalive = {"old-pod@host": {"lifetime": 3, "lastseen": datetime.now(UTC).isoformat()}}
+    custom.patch_namespaced_custom_object(
+        "kopf.dev", "v1", namespace, "kopfpeerings", "database-operator", {"status": keepalive}
+    )
+    seen = time.monotonic()
+    took = asyncio.run(waited("database-operator"))
+    since_seen = time.monotonic() - seen
+    print(f"waited {took:.1f} s for the earlier release's peer (lifetime 3 s)")
+    assert 2.7 <= since_seen <= 4.0
+
+
+def _created(create: Callable[[], None]) -> bool:
+    try:
+        create()
+    except client.ApiException as error:
+        if error.status == 404:  # the CRD is not served yet
+            return False
+        raise
+    return True
