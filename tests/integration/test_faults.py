@@ -167,7 +167,11 @@ def test_a_refused_finalizer_removal_is_retried_until_the_database_is_gone(  # n
         assert operator.stop() == 0, operator.log_text()[-3000:]
     assert proxy.injected[f"{status} instead of PATCH"] == times
     failures = [line for line in operator.log_lines() if line["event"] == "reconcile failed"]
-    assert len(failures) == times
+    stale = [line for line in operator.log_lines() if line["event"].startswith("stale read")]
+    if status == 409:  # a conflict is a stale read: read afresh and retried at once, no failure
+        assert (len(failures), len(stale)) == (0, times)
+    else:
+        assert len(failures) == times
 
 
 # --- kill -9 during a burst of creates -----------------------------------------------------------
