@@ -180,10 +180,7 @@ class LeaderElection:
             created = await self.kube.create(self._new_lease(), exist_ok=True)
             return created is not None and self._took(created, sent)
         spec = lease.get("spec") or {}
-        record = tuple(
-            spec.get(key)
-            for key in ("holderIdentity", "leaseDurationSeconds", "renewTime", "leaseTransitions")
-        )
+        record = _record_of(spec)
         if record != self._record:
             self._record, self._record_seen_at = record, sent
         holder = spec.get("holderIdentity") or ""
@@ -199,10 +196,7 @@ class LeaderElection:
         self._renewed_at = sent
         self._expires_at = None
         spec = lease.get("spec") or {}
-        self._record = tuple(
-            spec.get(key)
-            for key in ("holderIdentity", "leaseDurationSeconds", "renewTime", "leaseTransitions")
-        )
+        self._record = _record_of(spec)
         self._record_seen_at = sent
         return True
 
@@ -343,3 +337,11 @@ def _peer_alive(record: Manifest, now: datetime) -> bool:
     if seen.tzinfo is None:
         seen = seen.replace(tzinfo=UTC)
     return (now - seen).total_seconds() < lifetime
+
+
+def _record_of(spec: Manifest) -> tuple[Any, ...]:
+    """What a change of the Lease's record is judged by (client-go's observed record)."""
+    return tuple(
+        spec.get(key)
+        for key in ("holderIdentity", "leaseDurationSeconds", "renewTime", "leaseTransitions")
+    )
