@@ -33,6 +33,7 @@ class Reason(StrEnum):
     SERVICE_REJECTED = "ServiceRejected"
     SECRET_REJECTED = "SecretRejected"
     PERSISTENT_VOLUME_CLAIM_REJECTED = "PersistentVolumeClaimRejected"
+    CHILD_NOT_CONVERGED = "ChildNotConverged"
     RECONCILE_ERROR = "ReconcileError"
     # Restoring a new Database from a backup (spec.restore).
     RESTORING = "Restoring"
@@ -176,6 +177,14 @@ EXPLAINED: dict[Reason, Explanation] = {
         "the API server refused the PVC, e.g. growth on a StorageClass without "
         "`allowVolumeExpansion`",
         "use an expandable StorageClass, or revert `storage.size`",
+    ),
+    Reason.CHILD_NOT_CONVERGED: Explanation(
+        "Ready False, phase Failed",
+        "a child still differs from the spec right after the operator wrote it: the API server "
+        "(or an admission webhook) keeps another value in the field the message names, so "
+        "writing it again would never end",
+        "set the field in the spec to the value the message says the cluster keeps (or stop "
+        "the webhook changing it)",
     ),
     Reason.RECONCILE_ERROR: Explanation(
         "Degraded True",

@@ -575,6 +575,36 @@ def test_steady_state_resyncs_make_no_write_requests(
     assert writes == {}, f"steady-state resyncs wrote: {writes}"
 
 
+def test_a_sub_millicore_request_converges_on_what_the_api_server_stores(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    # The CRD takes 0.1m; the API server stores the Deployment's request rounded up, as 1m.
+    cluster.create_db(namespace, "db", {"resources": {"requests": {"cpu": "0.1m"}}})
+    wait_for_status(cluster, namespace, "db", "first reconcile", observed)
+    deployment = cluster.apps.read_namespaced_deployment("db", namespace)
+    assert deployment.spec.template.spec.containers[0].resources.requests["cpu"] == "1m"
+    settled = len(operator.reconciles("db", "resync"))
+    wait_for(lambda: len(operator.reconciles("db", "resync")) >= settled + 1, what="a resync")
+    before = write_requests(cluster)
+    resyncs = len(operator.reconciles("db", "resync"))
+    wait_for(
+        lambda: len(operator.reconciles("db", "resync")) >= resyncs + 5,
+        timeout=RESYNC_S * 5 + 10,
+        what="five more resyncs",
+    )
+    after = write_requests(cluster)
+    writes = {
+        key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key)
+    }
+    failures = [line for line in operator.log_lines() if line["event"] == "reconcile failed"]
+    print(f"cpu 0.1m: {len(failures)} failed reconciles, writes in five resyncs: {writes}")
+    assert writes == {}
+    assert failures == []
+    db = cluster.get_db(namespace, "db")
+    assert (condition(db, "Degraded") or {}).get("reason") != "ReconcileError"
+    assert db["status"]["phase"] != "Failed"
+
+
 def test_a_lost_secret_is_not_regenerated_over_existing_data(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:

@@ -222,3 +222,32 @@ async def test_an_older_watch_event_never_replaces_what_our_write_returned() -> 
     newest = controller.databases[(NS, "db")]
     controller.observe("MODIFIED", body)  # the event of an older version, arriving late
     assert controller.databases[(NS, "db")] is newest
+
+
+class ClampingKube(FakeKube):
+    """An API server that keeps a Deployment's cpu request at 7m whatever is written (as a
+    mutating webhook might)."""
+
+    def _written(
+        self, verb: str, kind: str, name: str, obj: Manifest, what: str | None = None
+    ) -> Manifest:
+        if kind == "Deployment":
+            for container in obj["spec"]["template"]["spec"]["containers"]:
+                container.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "7m"
+        return super()._written(verb, kind, name, obj, what)
+
+
+@synchronously
+async def test_a_child_the_server_keeps_different_fails_the_database_naming_the_field() -> None:
+    kube = ClampingKube()
+    posted: list[tuple[str, str, str]] = []
+    controller = make(kube, posted)
+    controller.observe("ADDED", database(kube, resources={"requests": {"cpu": "250m"}}))
+    await process_all(controller)
+    status = (stored(kube, "Database") or {})["status"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (status["phase"], ready["reason"]) == ("Failed", "ChildNotConverged")
+    assert "spec.template.spec.containers[0].resources.requests.cpu at '7m'" in ready["message"]
+    assert "'250m'" in ready["message"]
+    assert [e[1] for e in posted if e[0] == "Warning"] == ["ChildNotConverged"]
+    assert controller.queue.failures((NS, "db")) == 0  # a status, not an endless retry
