@@ -378,6 +378,16 @@ class Controller:
         delay, failures = self.queue.backoff(key)
         self.queue.schedule(key, delay, "retry")
         self.metrics.reconciles.labels("error").inc()
+        if isinstance(error, ApiError) and error.namespace_terminating:
+            # The namespace is being deleted, and its Databases with it: expected, not an error.
+            get_logger().info(
+                "namespace is being deleted: nothing is created in it",
+                namespace=key[0],
+                name=key[1],
+                trigger=trigger,
+                retry_in_s=round(delay, 2),
+            )
+            return
         unexpected = not isinstance(error, ApiError)
         get_logger().error(
             "reconcile failed",
