@@ -307,7 +307,12 @@ class Controller:
             if result.gone:
                 self._forget(key)
                 return result
-            self._schedule_resync(key, result.next_backup)
+            if result.waits_for_a_change:
+                # Refused for its spec: re-applying it at every resync would be refused again.
+                # Its next reconcile is the next change to it or a child (a watch event).
+                self.queue.unschedule(key)
+            else:
+                self._schedule_resync(key, result.next_backup)
             self._record(key, trigger, result, started)
             self.settled[key] = self._versions(key, self.databases.get(key, body))
             return result

@@ -59,6 +59,19 @@ class Reason(StrEnum):
     BACKUP_JOB_LOST = "BackupJobLost"
 
 
+#: Failures of a write the API server refused, or keeps undoing: writing again changes nothing
+#: until the spec or the child changes, so no resync tries it (a watch event does).
+REFUSED_WRITES = frozenset(
+    {
+        Reason.DEPLOYMENT_REJECTED,
+        Reason.SERVICE_REJECTED,
+        Reason.SECRET_REJECTED,
+        Reason.PERSISTENT_VOLUME_CLAIM_REJECTED,
+        Reason.CHILD_NOT_CONVERGED,
+    }
+)
+
+
 @dataclass(frozen=True)
 class Problem:
     """Why a Database is not as asked: a reason, and a message for people."""
@@ -160,17 +173,21 @@ EXPLAINED: dict[Reason, Explanation] = {
         "Ready False, phase Failed",
         "the API server refused the Deployment, e.g. a bad `image`, resource limits below "
         "requests, or an admission webhook, policy or ResourceQuota (a 403 that is not RBAC's)",
-        "fix the spec (or the policy); the message has the API server's words",
+        "fix the spec (or the policy); the message has the API server's words. It is tried "
+        "again when the spec changes; after fixing a policy, touch it: `kubectl annotate db "
+        "NAME databases.example.com/retry=$(date +%s) --overwrite`",
     ),
     Reason.SERVICE_REJECTED: Explanation(
         "Ready False, phase Failed",
         "the API server refused a Service, e.g. a `NodePort` clash or a quota",
-        "fix the spec (or the quota); the message has the API server's words",
+        "fix the spec (or the quota); the message has the API server's words. It is tried "
+        "again when the spec changes; after fixing a quota, touch it (see DeploymentRejected)",
     ),
     Reason.SECRET_REJECTED: Explanation(
         "Ready False, phase Failed",
         "the API server refused the connection Secret (e.g. an admission policy)",
-        "the message has the API server's words",
+        "the message has the API server's words; after fixing the policy, touch the Database "
+        "(see DeploymentRejected)",
     ),
     Reason.PERSISTENT_VOLUME_CLAIM_REJECTED: Explanation(
         "Ready False, phase Failed",
@@ -184,7 +201,8 @@ EXPLAINED: dict[Reason, Explanation] = {
         "(or an admission webhook) keeps another value in the field the message names, so "
         "writing it again would never end",
         "set the field in the spec to the value the message says the cluster keeps (or stop "
-        "the webhook changing it)",
+        "the webhook changing it); the Database is tried again when its spec or the child "
+        "changes",
     ),
     Reason.RECONCILE_ERROR: Explanation(
         "Degraded True",

@@ -32,7 +32,7 @@ from database_operator.engines import facts
 from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
 from database_operator.ownership import CREATED_FOR, conflict, conflict_message, is_ours
-from database_operator.reasons import Problem, Reason, rejected
+from database_operator.reasons import REFUSED_WRITES, Problem, Reason, rejected
 from database_operator.status import Outcome, Workloads, compute_status
 
 #: Posts a Kubernetes Event on the Database: (type "Normal"/"Warning", reason, message).
@@ -85,6 +85,12 @@ class Result:
     @property
     def status_written(self) -> bool:
         return self.body is not None
+
+    @property
+    def waits_for_a_change(self) -> bool:
+        """A write was refused (or undone): only a change of the spec or a child can help."""
+        failure = self.outcome.failure
+        return failure is not None and failure.reason in REFUSED_WRITES
 
     @property
     def result(self) -> str:
