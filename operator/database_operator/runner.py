@@ -5,21 +5,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import socket
 import zlib
+from collections.abc import Awaitable, Callable
 
 import kopf
 
 from database_operator import tracing
-from database_operator.api.backup import BACKUP_PLURAL
-from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.config import Settings
 from database_operator.controller import Controller
 from database_operator.events import EventRecorder
 from database_operator.handlers import register
 from database_operator.health import Health
 from database_operator.kube import ApiError, Kube, new_api_client
+from database_operator.lifecycle import (
+    RunKopf,
+    Supervisor,
+    Watching,
+    handle_signals,
+    required_resources,
+)
 from database_operator.logs import get_logger
 from database_operator.metrics import Metrics
 from database_operator.standby import follow_kopf_peering
@@ -46,11 +51,8 @@ async def wait_for_crds(kube: Kube, settings: Settings, stopping: asyncio.Event)
     operator starts (a chart installing both at once) can be missed for good. Starting Kopf only
     once they are served closes that race. False when stopped meanwhile.
     """
-    wanted = [(f"{GROUP}/{VERSION}", (PLURAL, BACKUP_PLURAL))] + (
-        [("kopf.dev/v1", ())] if settings.peering else []
-    )
     told = False
-    for group_version, resources in wanted:
+    for group_version, resources in required_resources(settings):
         while not stopping.is_set():
             try:
                 if await kube.serves(group_version, resources):
@@ -70,6 +72,38 @@ async def wait_for_crds(kube: Kube, settings: Settings, stopping: asyncio.Event)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), CRD_POLL_S)
     return not stopping.is_set()
+
+
+def kopf_runner(
+    registry: kopf.OperatorRegistry, settings: Settings, priority: int, ready: asyncio.Event
+) -> RunKopf:
+    """Runs Kopf with our handlers until the flag it is given is set."""
+
+    async def run_kopf(stop_kopf: asyncio.Event) -> None:
+        await kopf.operator(
+            registry=registry,
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            # Passing a peering name makes peering mandatory in Kopf: only when asked for.
+            standalone=not settings.peering,
+            peering_name=settings.peering_name if settings.peering else None,
+            priority=priority,
+            stop_flag=stop_kopf,
+            ready_flag=ready,
+        )
+
+    return run_kopf
+
+
+def webhook_starter(webhooks: Webhooks | None) -> Callable[[], Awaitable[None]]:
+    """Starts serving the webhooks, unless they are served. Before Kopf: conversion is served as
+    soon as we are up. Kopf stops the server when it stops; the supervisor may run it again."""
+
+    async def serve() -> None:
+        if webhooks is not None and not webhooks.server.listening.is_set():
+            await webhooks.start()
+
+    return serve
 
 
 async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> None:
@@ -101,7 +135,8 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         controller.active.set()
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
-    health = Health(webhooks.server if webhooks else None)
+    watching = Watching().following_kopf()
+    health = Health(webhooks.server if webhooks else None, watching)
     health_runner = await health.serve(settings.health_port) if settings.health_port else None
     priority = peering_priority(settings)
     log.info(
@@ -118,32 +153,24 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
 
     # Until Kopf installs its own signal handlers, SIGINT/SIGTERM stop the wait for the CRDs.
     stopping = stop_flag or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
+    handle_signals(stopping, True)
+    serve_webhooks = webhook_starter(webhooks)
 
     async def operate() -> None:
         if not await wait_for_crds(kube, settings, stopping):
             return
-        if webhooks is not None:  # before Kopf: conversion is served as soon as we are up
-            await webhooks.start()
-        # Kopf's own signal handling from here on (with a stop flag of ours it polls, slowly).
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
+        await serve_webhooks()
+        # Kopf's own signal handling from here on; the supervisor's while Kopf does not run.
+        handle_signals(stopping, False)
         with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
             await controller.prime()
         workers = controller.start(settings.workers)
         try:
-            await kopf.operator(
-                registry=registry,
-                clusterwide=not settings.namespaces,
-                namespaces=settings.namespaces,
-                # Passing a peering name makes peering mandatory in Kopf: only when asked for.
-                standalone=not settings.peering,
-                peering_name=settings.peering_name if settings.peering else None,
-                priority=priority,
-                stop_flag=stop_flag,
-                ready_flag=health.ready,
+            # Kopf, run again when the CRDs come back after they went (lifecycle.py).
+            await Supervisor(kube, settings, watching, health.ready, stopping).run(
+                kopf_runner(registry, settings, priority, health.ready),
+                lambda: wait_for_crds(kube, settings, stopping),
+                serve_webhooks,
             )
         finally:
             await controller.stop(workers)
