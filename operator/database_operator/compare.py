@@ -7,15 +7,17 @@ a PATCH request. A child needs writing when some field we set has another value 
 defaults filled in by the API server, annotations other tools add — never count.
 
 The comparison must end where the API server's own normalisation ends, or a child differs
-forever and every resync writes it: quantities compare by value, and an empty map, list or
-string we send is the same as a field the server left out (Go's ``omitempty``).
+forever and every resync writes it: quantities compare by value, rounded up to millis as the
+API server stores a resource quantity, and an empty map, list or string we send is the same as
+a field the server left out (Go's ``omitempty``). Where a child still differs after it was
+written, ``difference`` names the first field that does, for the status to say.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
@@ -26,10 +28,17 @@ from database_operator.manifest import Manifest
 Path = tuple[str | int, ...]
 
 
+#: The API server rounds every resource quantity (requests, limits, a claim's size) up to this
+#: scale when it stores it (core/v1 defaults, SetDefaults_ResourceList): cpu 0.1m is kept as 1m.
+MILLI = Decimal("0.001")
+
+
 def _same_quantity(observed: Any, desired: Any) -> bool:
-    """'1Gi' and '1024Mi' are the same quantity; the API server rewrites some to canonical form."""
+    """'1Gi' and '1024Mi' are the same quantity; the API server rewrites some to canonical form,
+    and stores '0.1m' as '1m' (rounded up to millis)."""
     try:
-        return bool(parse_quantity(observed) == parse_quantity(desired))
+        have, want = parse_quantity(observed), parse_quantity(desired)
+        return bool(have == want or have == want.quantize(MILLI, rounding=ROUND_CEILING))
     except (ValueError, TypeError, InvalidOperation):
         return False
 
@@ -76,6 +85,32 @@ def covers(observed: Any, desired: Any) -> bool:  # noqa: PLR0911 (one return pe
     if isinstance(desired, (Decimal, float)):
         return _same_quantity(observed, desired)
     return False
+
+
+def difference(observed: Any, desired: Any, path: Path = ()) -> tuple[Path, Any, Any] | None:
+    """The first field of ``desired`` that ``observed`` does not cover (see ``covers``): its
+    path, the observed value and ours; None when it covers them all."""
+    if covers(observed, desired):
+        return None
+    if isinstance(desired, dict) and isinstance(observed, dict):
+        for key, value in desired.items():
+            found = difference(observed.get(key), value, (*path, key))
+            if found is not None:
+                return found
+    if isinstance(desired, list) and isinstance(observed, list) and len(observed) == len(desired):
+        for index, (have, want) in enumerate(zip(observed, desired, strict=True)):
+            found = difference(have, want, (*path, index))
+            if found is not None:
+                return found
+    return path, observed, desired
+
+
+def dotted(path: Path) -> str:
+    """``spec.template.spec.containers[0].resources``: a path as people write it."""
+    text = ""
+    for step in path:
+        text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else step)
+    return text
 
 
 def owner_refs_to(obj: Manifest, uid: str) -> list[Manifest]:

@@ -332,7 +332,12 @@ class Controller:
             if result.gone:
                 self._forget(key)
                 return result
-            self._schedule_resync(key, result.next_backup)
+            if result.waits_for_a_change:
+                # Refused for its spec: re-applying it at every resync would be refused again.
+                # Its next reconcile is the next change to it or a child (a watch event).
+                self.queue.unschedule(key)
+            else:
+                self._schedule_resync(key, result.next_backup)
             self._record(key, trigger, result, started)
             self.settled[key] = self._versions(key, self.databases.get(key, body))
             return result
@@ -433,6 +438,16 @@ class Controller:
         delay, failures = self.queue.backoff(key)
         self.queue.schedule(key, delay, "retry")
         self.metrics.reconciles.labels("error").inc()
+        if isinstance(error, ApiError) and error.namespace_terminating:
+            # The namespace is being deleted, and its Databases with it: expected, not an error.
+            get_logger().info(
+                "namespace is being deleted: nothing is created in it",
+                namespace=key[0],
+                name=key[1],
+                trigger=trigger,
+                retry_in_s=round(delay, 2),
+            )
+            return
         unexpected = not isinstance(error, ApiError)
         get_logger().error(
             "reconcile failed",

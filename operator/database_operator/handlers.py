@@ -23,6 +23,7 @@ from database_operator.api.backup import BACKUP_PLURAL
 from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.config import Settings, is_exact
 from database_operator.controller import Controller
+from database_operator.lifecycle import ENDLESS
 from database_operator.selection import child_selector, database_selector
 from database_operator.webhooks.admission import Admission, RefusedError, pinned_version
 from database_operator.webhooks.configuration import MUTATE, VALIDATE
@@ -43,9 +44,6 @@ KOPF_FINALIZER = f"{GROUP}/kopf-finalizer"
 LIST_CHUNK = 250
 #: How long Kopf keeps an object's task after its last event (Kopf's default: 5 s).
 IDLE_TIMEOUT_S = 0.5
-#: Kopf's own API calls (watch, probes) retry server errors this often, then the watch
-#: reconnects; none of them writes a Database.
-KOPF_ERROR_BACKOFFS = (1, 2, 4, 8, 16, 30)
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -83,7 +81,14 @@ def configure_kopf(
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
-    settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
+    # Kopf's own API calls (watches) retry failures for as long as they last, so a
+    # watch resumes within seconds of the API server's return (lifecycle.py); none of them
+    # writes a Database.
+    settings.networking.error_backoffs = ENDLESS
+    # Kopf would SIGKILL the process 10 minutes after it stopped without our stop flag (its
+    # own failure, e.g. a watched CRD deleted), though the operator then runs Kopf again; the
+    # kubelet's termination grace period bounds a stuck shutdown instead.
+    settings.process.ultimate_exiting_timeout = None
     # Watching named namespaces only: no cluster-wide listing of namespaces (and CRDs), so a
     # Role per namespace is all the RBAC it needs. Globs still need the scan to find matches.
     settings.scanning.disabled = bool(ours.namespaces) and all(

@@ -1,8 +1,10 @@
 """Liveness (/healthz) and readiness (/readyz) for the kubelet, on their own port.
 
 Ready once Kopf reports it is up and watching (its ready flag) and, with webhooks, once the
-webhook server listens and Kopf serves admission through it; alive while the Kopf operator
-task runs. When Kopf's watching dies the task ends, /healthz fails and the kubelet restarts us.
+webhook server listens and Kopf serves admission through it; not ready while the operator
+cannot watch (lifecycle.py: the API server does not answer, the CRDs are not served, a watch
+request keeps failing), with the reason in the answer. Alive while the operator task runs,
+through all of these: a restart would not cure them.
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ class Serving(Protocol):
     def ready(self) -> bool: ...
 
 
-class Health:
-    """What the probes look at: Kopf's ready flag and the task running Kopf."""
+class Watches(Protocol):
+    @property
+    def problem(self) -> str | None: ...
 
-    def __init__(self, webhooks: Serving | None = None) -> None:
+
+class Health:
+    """What the probes look at: Kopf's ready flag, the task running Kopf, and whether the
+    operator can watch."""
+
+    def __init__(self, webhooks: Serving | None = None, watching: Watches | None = None) -> None:
         self.ready = asyncio.Event()
         self.operator_task: asyncio.Task[Any] | None = None
         self.webhooks = webhooks
+        self.watching = watching
 
     @property
     def alive(self) -> bool:
@@ -36,6 +45,8 @@ class Health:
         return web.json_response({"status": "operator stopped"}, status=500)
 
     async def readyz(self, _: web.Request) -> web.Response:
+        if self.alive and self.watching is not None and (problem := self.watching.problem):
+            return web.json_response({"status": "not watching", "reason": problem}, status=503)
         if not (self.alive and self.ready.is_set()):
             return web.json_response({"status": "starting"}, status=503)
         if self.webhooks is not None and not self.webhooks.ready:

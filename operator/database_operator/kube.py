@@ -68,6 +68,9 @@ INVALID = {400, 422}
 #: How kube-apiserver's authorizer words a 403 (RBAC). Every other 403 is a refusal by
 #: admission: a webhook or ValidatingAdmissionPolicy, a ResourceQuota, a terminating namespace.
 RBAC_DENIAL = " cannot "
+#: How kube-apiserver's NamespaceLifecycle admission words a create refused in a namespace
+#: being deleted ("unable to create new content in namespace X because it is being terminated").
+NAMESPACE_TERMINATING = "because it is being terminated"
 
 
 @dataclass
@@ -94,10 +97,18 @@ class ApiError(Exception):
         return self.status == 403 and RBAC_DENIAL in self.message
 
     @property
+    def namespace_terminating(self) -> bool:
+        """A create refused because its namespace is being deleted: expected while a namespace
+        goes (its Databases go with it), neither the object's fault nor the operator's."""
+        return self.status == 403 and NAMESPACE_TERMINATING in self.message
+
+    @property
     def refused(self) -> bool:
         """The server refused the content of a write (422 invalid, 400 malformed, 403 denied by
         admission): reported on the Database, tried again at the next resync."""
-        return self.status in INVALID or (self.status == 403 and not self.forbidden)
+        return self.status in INVALID or (
+            self.status == 403 and not self.forbidden and not self.namespace_terminating
+        )
 
     @property
     def retryable(self) -> bool:

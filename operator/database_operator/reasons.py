@@ -33,6 +33,7 @@ class Reason(StrEnum):
     SERVICE_REJECTED = "ServiceRejected"
     SECRET_REJECTED = "SecretRejected"
     PERSISTENT_VOLUME_CLAIM_REJECTED = "PersistentVolumeClaimRejected"
+    CHILD_NOT_CONVERGED = "ChildNotConverged"
     RECONCILE_ERROR = "ReconcileError"
     # Restoring a new Database from a backup (spec.restore).
     RESTORING = "Restoring"
@@ -56,6 +57,19 @@ class Reason(StrEnum):
     DESTINATION_NOT_FOUND = "DestinationNotFound"
     BACKUP_JOB_FAILED = "BackupJobFailed"
     BACKUP_JOB_LOST = "BackupJobLost"
+
+
+#: Failures of a write the API server refused, or keeps undoing: writing again changes nothing
+#: until the spec or the child changes, so no resync tries it (a watch event does).
+REFUSED_WRITES = frozenset(
+    {
+        Reason.DEPLOYMENT_REJECTED,
+        Reason.SERVICE_REJECTED,
+        Reason.SECRET_REJECTED,
+        Reason.PERSISTENT_VOLUME_CLAIM_REJECTED,
+        Reason.CHILD_NOT_CONVERGED,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -159,23 +173,36 @@ EXPLAINED: dict[Reason, Explanation] = {
         "Ready False, phase Failed",
         "the API server refused the Deployment, e.g. a bad `image`, resource limits below "
         "requests, or an admission webhook, policy or ResourceQuota (a 403 that is not RBAC's)",
-        "fix the spec (or the policy); the message has the API server's words",
+        "fix the spec (or the policy); the message has the API server's words. It is tried "
+        "again when the spec changes; after fixing a policy, touch it: `kubectl annotate db "
+        "NAME databases.example.com/retry=$(date +%s) --overwrite`",
     ),
     Reason.SERVICE_REJECTED: Explanation(
         "Ready False, phase Failed",
         "the API server refused a Service, e.g. a `NodePort` clash or a quota",
-        "fix the spec (or the quota); the message has the API server's words",
+        "fix the spec (or the quota); the message has the API server's words. It is tried "
+        "again when the spec changes; after fixing a quota, touch it (see DeploymentRejected)",
     ),
     Reason.SECRET_REJECTED: Explanation(
         "Ready False, phase Failed",
         "the API server refused the connection Secret (e.g. an admission policy)",
-        "the message has the API server's words",
+        "the message has the API server's words; after fixing the policy, touch the Database "
+        "(see DeploymentRejected)",
     ),
     Reason.PERSISTENT_VOLUME_CLAIM_REJECTED: Explanation(
         "Ready False, phase Failed",
         "the API server refused the PVC, e.g. growth on a StorageClass without "
         "`allowVolumeExpansion`",
         "use an expandable StorageClass, or revert `storage.size`",
+    ),
+    Reason.CHILD_NOT_CONVERGED: Explanation(
+        "Ready False, phase Failed",
+        "a child still differs from the spec right after the operator wrote it: the API server "
+        "(or an admission webhook) keeps another value in the field the message names, so "
+        "writing it again would never end",
+        "set the field in the spec to the value the message says the cluster keeps (or stop "
+        "the webhook changing it); the Database is tried again when its spec or the child "
+        "changes",
     ),
     Reason.RECONCILE_ERROR: Explanation(
         "Degraded True",

@@ -20,12 +20,19 @@ from database_operator.api.backup import RestoreRecord
 from database_operator.api.models import KIND, Database, DatabaseStatus, DeletionPolicy, Phase
 from database_operator.backups import restore, schedule, state
 from database_operator.backups.state import Backups, BackupSummary
-from database_operator.compare import covers, list_takebacks, needs_write, owner_refs_to
+from database_operator.compare import (
+    covers,
+    difference,
+    dotted,
+    list_takebacks,
+    needs_write,
+    owner_refs_to,
+)
 from database_operator.engines import facts
 from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
 from database_operator.ownership import CREATED_FOR, conflict, conflict_message, is_ours
-from database_operator.reasons import Problem, Reason, rejected
+from database_operator.reasons import REFUSED_WRITES, Problem, Reason, rejected
 from database_operator.status import Outcome, Workloads, compute_status
 
 #: Posts a Kubernetes Event on the Database: (type "Normal"/"Warning", reason, message).
@@ -78,6 +85,12 @@ class Result:
     @property
     def status_written(self) -> bool:
         return self.body is not None
+
+    @property
+    def waits_for_a_change(self) -> bool:
+        """A write was refused (or undone): only a change of the spec or a child can help."""
+        failure = self.outcome.failure
+        return failure is not None and failure.reason in REFUSED_WRITES
 
     @property
     def result(self) -> str:
@@ -403,11 +416,14 @@ async def _ensure_children(
     result: Result,
 ) -> Problem | None:
     """Write each child that is missing or differs (``children`` gets what it now is); the
-    first child the API server refused (e.g. a PVC whose StorageClass cannot expand)."""
+    first child the API server refused (e.g. a PVC whose StorageClass cannot expand) or keeps
+    different from what was written (e.g. cpu 0.1m stored as 1m by a server that rounds it)."""
     failure: Problem | None = None
     for manifest in wanted:
         try:
             await _ensure_child(kube, db, manifest, children, result)
+        except ChildNotConvergedError as error:
+            failure = failure or Problem(Reason.CHILD_NOT_CONVERGED, error.message)
         except ApiError as error:
             if not error.refused:
                 raise
@@ -469,7 +485,22 @@ async def _remove_surplus(kube: KubeApi, db: Database, observed: Observed, resul
 
 
 class ChildNotConvergedError(ApiError):
-    """A child still differs after being written: our comparison and the API server disagree."""
+    """A child still differs after being written: our comparison and the API server disagree.
+    Writing it again would change nothing, so the Database fails with ChildNotConverged."""
+
+    @classmethod
+    def of(cls, written: Manifest, manifest: Manifest, verb: str) -> ChildNotConvergedError:
+        """The error naming the first field ``written`` does not hold as ``manifest`` has it."""
+        path, have, want = difference(written, manifest) or ((), None, None)
+        field = dotted(path) or "a field"
+        if manifest["kind"] == "Secret":  # never a secret value in a status, Event or log
+            message = f"{_where(manifest)} keeps another value in {field} than the operator wrote"
+        else:
+            message = (
+                f"{_where(manifest)} keeps {field} at {have!r} after the operator wrote "
+                f"{want!r}: set the spec to the value the cluster keeps"
+            )
+        return cls(0, "NotConverged", message, verb, _where(manifest))
 
 
 async def _write_child(
@@ -496,9 +527,7 @@ async def _write_child(
     if not operations:
         if refusal is not None:
             raise refusal
-        raise ChildNotConvergedError(
-            0, "NotConverged", "still differs after apply", "APPLY", _where(manifest)
-        )
+        raise ChildNotConvergedError.of(base, manifest, "APPLY")
     taken = await kube.json_patch(
         manifest["kind"],
         manifest["metadata"]["namespace"],
@@ -508,13 +537,7 @@ async def _write_child(
     result.taken_back.append(manifest["kind"])
     final = await kube.apply(manifest) if refusal is not None else taken
     if needs_write(final, manifest, uid):
-        raise ChildNotConvergedError(
-            0,
-            "NotConverged",
-            "still differs after taking its lists back",
-            "PATCH",
-            _where(manifest),
-        )
+        raise ChildNotConvergedError.of(final, manifest, "PATCH")
     return final
 
 

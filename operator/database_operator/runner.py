@@ -8,12 +8,11 @@ import os
 import signal
 import socket
 import uuid
+from collections.abc import Awaitable, Callable
 
 import kopf
 
 from database_operator import tracing
-from database_operator.api.backup import BACKUP_PLURAL
-from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.config import Settings
 from database_operator.controller import Controller
 from database_operator.events import EventRecorder
@@ -21,6 +20,7 @@ from database_operator.handlers import register
 from database_operator.health import Health
 from database_operator.kube import ApiError, Kube, new_api_client
 from database_operator.leader import LeaderElection, wait_for_earlier_peers
+from database_operator.lifecycle import Supervisor, Watching, required_resources
 from database_operator.logs import get_logger
 from database_operator.metrics import Metrics
 from database_operator.webhooks.admission import Admission
@@ -58,9 +58,8 @@ async def wait_for_crds(kube: Kube, settings: Settings, stopping: asyncio.Event)
     operator starts (a chart installing both at once) can be missed for good. Starting Kopf only
     once they are served closes that race. False when stopped meanwhile.
     """
-    wanted = [(f"{GROUP}/{VERSION}", (PLURAL, BACKUP_PLURAL))]
     told = False
-    for group_version, resources in wanted:
+    for group_version, resources in required_resources(settings):
         while not stopping.is_set():
             try:
                 if await kube.serves(group_version, resources):
@@ -120,18 +119,20 @@ def take_signals(stopping: asyncio.Event) -> None:
 async def run_kopf(
     registry: kopf.OperatorRegistry,
     settings: Settings,
+    stop_kopf: asyncio.Event,
     stopping: asyncio.Event,
     ready: asyncio.Event,
 ) -> None:
-    """Kopf's watches, until ``stopping``. Every replica watches: the Lease, not Kopf's peering,
-    elects the one that reconciles."""
+    """Kopf's watches, until ``stop_kopf`` (set by ``stopping``, or when the CRDs go: see
+    lifecycle.py). Every replica watches: the Lease, not Kopf's peering, elects the one that
+    reconciles."""
     kopf_task = asyncio.create_task(
         kopf.operator(
             registry=registry,
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             standalone=True,
-            stop_flag=stopping,
+            stop_flag=stop_kopf,
             ready_flag=ready,
         )
     )
@@ -140,6 +141,17 @@ async def run_kopf(
     await asyncio.sleep(0.1)
     take_signals(stopping)
     await kopf_task
+
+
+def webhook_starter(webhooks: Webhooks | None) -> Callable[[], Awaitable[None]]:
+    """Starts serving the webhooks, unless they are served. Before Kopf: conversion is served as
+    soon as we are up. Kopf stops the server when it stops; the supervisor may run it again."""
+
+    async def serve() -> None:
+        if webhooks is not None and not webhooks.server.listening.is_set():
+            await webhooks.start()
+
+    return serve
 
 
 async def operate(
@@ -152,20 +164,26 @@ async def operate(
     election: LeaderElection | None,
     recorder: EventRecorder,
     health: Health,
+    watching: Watching,
     stopping: asyncio.Event,
 ) -> None:
     """Once the CRDs are served: the webhooks, the caches, the workers, the campaign for the
     Lease and Kopf's watches; on the way out, the Lease released first."""
     if not await wait_for_crds(kube, settings, stopping):
         return
-    if webhooks is not None:  # before Kopf: conversion is served as soon as we are up
-        await webhooks.start()
+    serve_webhooks = webhook_starter(webhooks)
+    await serve_webhooks()
     with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
         await controller.prime()
     workers = controller.start(settings.workers)
     campaign = asyncio.create_task(campaign_for(election, settings, stopping)) if election else None
     try:
-        await run_kopf(registry, settings, stopping, health.ready)
+        # Kopf, run again when the CRDs come back after they went (lifecycle.py).
+        await Supervisor(kube, settings, watching, health.ready, stopping).run(
+            lambda stop_kopf: run_kopf(registry, settings, stop_kopf, stopping, health.ready),
+            lambda: wait_for_crds(kube, settings, stopping),
+            serve_webhooks,
+        )
     finally:
         if campaign is not None:
             stopping.set()
@@ -206,7 +224,8 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         controller.lead(True)
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
-    health = Health(webhooks.server if webhooks else None)
+    watching = Watching().following_kopf()
+    health = Health(webhooks.server if webhooks else None, watching)
     health_runner = await health.serve(settings.health_port) if settings.health_port else None
     announce(settings, election, tracing.protocol() if traces else False)
 
@@ -226,6 +245,7 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
             election=election,
             recorder=recorder,
             health=health,
+            watching=watching,
             stopping=stopping,
         )
     )

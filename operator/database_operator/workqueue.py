@@ -94,6 +94,10 @@ class WorkQueue(Generic[K]):
             self._urgent.pop(key, None)
             self._routine.pop(key, None)
 
+    def unschedule(self, key: K) -> None:
+        """Drop what was scheduled for ``key`` (an add still comes through)."""
+        self._slots.pop(key, None)
+
     def backoff(self, key: K) -> tuple[float, int]:
         """Count one more failure of ``key``: the delay before its retry, and the count."""
         failures = self._failures.get(key, 0) + 1

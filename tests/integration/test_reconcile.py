@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import time
 from typing import Any
 
 import pytest
@@ -573,6 +574,71 @@ def test_steady_state_resyncs_make_no_write_requests(
         key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key)
     }
     assert writes == {}, f"steady-state resyncs wrote: {writes}"
+
+
+def test_a_sub_millicore_request_converges_on_what_the_api_server_stores(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    # The CRD takes 0.1m; the API server stores the Deployment's request rounded up, as 1m.
+    cluster.create_db(namespace, "db", {"resources": {"requests": {"cpu": "0.1m"}}})
+    wait_for_status(cluster, namespace, "db", "first reconcile", observed)
+    deployment = cluster.apps.read_namespaced_deployment("db", namespace)
+    assert deployment.spec.template.spec.containers[0].resources.requests["cpu"] == "1m"
+    settled = len(operator.reconciles("db", "resync"))
+    wait_for(lambda: len(operator.reconciles("db", "resync")) >= settled + 1, what="a resync")
+    before = write_requests(cluster)
+    resyncs = len(operator.reconciles("db", "resync"))
+    wait_for(
+        lambda: len(operator.reconciles("db", "resync")) >= resyncs + 5,
+        timeout=RESYNC_S * 5 + 10,
+        what="five more resyncs",
+    )
+    after = write_requests(cluster)
+    writes = {
+        key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key)
+    }
+    failures = [line for line in operator.log_lines() if line["event"] == "reconcile failed"]
+    print(f"cpu 0.1m: {len(failures)} failed reconciles, writes in five resyncs: {writes}")
+    assert writes == {}
+    assert failures == []
+    db = cluster.get_db(namespace, "db")
+    assert (condition(db, "Degraded") or {}).get("reason") != "ReconcileError"
+    assert db["status"]["phase"] != "Failed"
+
+
+def test_failed_databases_write_nothing_until_their_spec_changes(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    cluster.create_db(namespace, "grown", {"storage": {"size": "1Gi"}})
+    cluster.create_db(namespace, "nocreds", {"credentialsSecretRef": {"name": "absent"}})
+    wait_for_status(cluster, namespace, "grown", "first reconcile", observed)
+    # No StorageClass allows expansion: every apply of the claim is refused.
+    cluster.patch_db(namespace, "grown", {"spec": {"storage": {"size": "5Gi"}}})
+    for name in ("grown", "nocreds"):
+        wait_for_status(cluster, namespace, name, "Failed", phase_is("Failed"))
+    wait_for(lambda: len(events_for(cluster, namespace, "grown")) >= 2, what="its Events")
+    time.sleep(2 * RESYNC_S)  # the last writes settle
+    before, events = (
+        write_requests(cluster),
+        len(cluster.core.list_namespaced_event(namespace).items),
+    )
+    quiet = 10 * RESYNC_S
+    time.sleep(quiet)
+    after = write_requests(cluster)
+    writes = {
+        key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key)
+    }
+    posted = len(cluster.core.list_namespaced_event(namespace).items) - events
+    print(
+        f"2 Failed Databases, {quiet:.0f} s quiet at resync {RESYNC_S} s: writes {writes}, "
+        f"{posted} Events"
+    )
+    assert writes == {}
+    assert posted == 0
+    # A spec the user changed is tried again at once (and refused again: the claim still grows).
+    cluster.patch_db(namespace, "grown", {"spec": {"replicas": 0}})
+    wait_for_status(cluster, namespace, "grown", "the change reconciled", observed)
+    assert cluster.apps.read_namespaced_deployment("grown", namespace).spec.replicas == 0
 
 
 def test_a_lost_secret_is_not_regenerated_over_existing_data(

@@ -28,7 +28,7 @@ TERMINATING = "unable to create new content in namespace shop because it is bein
         (403, WEBHOOK, False, True),  # admission: about what we sent
         (403, POLICY, False, True),
         (403, QUOTA, False, True),
-        (403, TERMINATING, False, True),
+        (403, TERMINATING, False, False),  # the namespace goes, and its Databases with it
         (400, "bad request", False, True),
         (422, "spec.ports[0].port: Invalid value", False, True),
         (404, "not found", False, False),
@@ -44,3 +44,4 @@ def test_each_answer_is_either_retried_or_refused(
     error = ApiError(status, "Reason", message, "PATCH", "/api/v1/namespaces/shop/services/db")
     assert (error.retryable, error.refused) == (retryable, refused)
     assert error.forbidden == (status == 403 and message == RBAC)
+    assert error.namespace_terminating == (message == TERMINATING)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from database_operator.compare import covers, list_takebacks, needs_write, owned_by_others
+from database_operator.compare import (
+    covers,
+    difference,
+    dotted,
+    list_takebacks,
+    needs_write,
+    owned_by_others,
+)
 
 DESIRED: dict[str, Any] = {
     "metadata": {"name": "db", "labels": {"app": "db"}},
@@ -64,6 +71,23 @@ def test_quantities_compare_by_value() -> None:
     assert covers({"memory": "1024Mi"}, {"memory": "1Gi"})
     assert covers({"cpu": "500m"}, {"cpu": "0.5"})
     assert not covers({"cpu": "1"}, {"cpu": "2"})
+
+
+def test_a_sub_milli_quantity_is_what_the_api_server_stores_rounded_up_to_millis() -> None:
+    assert covers({"cpu": "1m"}, {"cpu": "0.1m"})
+    assert covers({"memory": "1m"}, {"memory": "0.0001"})
+    assert covers({"cpu": "2m"}, {"cpu": "1.5m"})
+    assert not covers({"cpu": "1m"}, {"cpu": "1.5m"})
+    assert not covers({"cpu": "0.1m"}, {"cpu": "1m"})
+
+
+def test_difference_names_the_first_field_that_differs() -> None:
+    have = {"spec": {"containers": [{"name": "db", "resources": {"requests": {"cpu": "2m"}}}]}}
+    want = {"spec": {"containers": [{"name": "db", "resources": {"requests": {"cpu": "1m"}}}]}}
+    found = difference(have, want)
+    assert found == (("spec", "containers", 0, "resources", "requests", "cpu"), "2m", "1m")
+    assert dotted(found[0]) == "spec.containers[0].resources.requests.cpu"
+    assert difference(have, have) is None
 
 
 def test_booleans_are_not_numbers() -> None:

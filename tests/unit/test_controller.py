@@ -271,3 +271,53 @@ async def test_a_replica_that_stops_leading_mid_reconcile_leaves_the_database_qu
     controller.lead(True)
     await process_all(controller)
     assert FINALIZER in (stored(kube, "Database") or {})["metadata"]["finalizers"]
+
+
+class ClampingKube(FakeKube):
+    """An API server that keeps a Deployment's cpu request at 7m whatever is written (as a
+    mutating webhook might)."""
+
+    def _written(
+        self, verb: str, kind: str, name: str, obj: Manifest, what: str | None = None
+    ) -> Manifest:
+        if kind == "Deployment":
+            for container in obj["spec"]["template"]["spec"]["containers"]:
+                container.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "7m"
+        return super()._written(verb, kind, name, obj, what)
+
+
+@synchronously
+async def test_a_child_the_server_keeps_different_fails_the_database_naming_the_field() -> None:
+    kube = ClampingKube()
+    posted: list[tuple[str, str, str]] = []
+    controller = make(kube, posted)
+    controller.observe("ADDED", database(kube, resources={"requests": {"cpu": "250m"}}))
+    await process_all(controller)
+    status = (stored(kube, "Database") or {})["status"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (status["phase"], ready["reason"]) == ("Failed", "ChildNotConverged")
+    assert "spec.template.spec.containers[0].resources.requests.cpu at '7m'" in ready["message"]
+    assert "'250m'" in ready["message"]
+    assert [e[1] for e in posted if e[0] == "Warning"] == ["ChildNotConverged"]
+    assert controller.queue.failures((NS, "db")) == 0  # a status, not an endless retry
+
+
+@synchronously
+async def test_a_database_refused_for_its_spec_waits_for_a_change_not_a_resync() -> None:
+    kube = FakeKube()
+    posted: list[tuple[str, str, str]] = []
+    controller = make(kube, posted)
+    kube.fail("APPLY", "Deployment", 422)
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    assert (stored(kube, "Database") or {})["status"]["phase"] == "Failed"
+    assert (NS, "db") not in controller.queue._slots  # no resync re-applies it
+    assert [e[1] for e in posted if e[0] == "Warning"] == ["DeploymentRejected"]
+    # The user changes the spec: tried again at once, and resynced again once it is fine.
+    body = dict(stored(kube, "Database") or {})
+    body["spec"] = {**body["spec"], "replicas": 2}
+    body["metadata"] = {**body["metadata"], "generation": 2}
+    controller.observe("MODIFIED", kube.put(body))
+    await process_all(controller)
+    assert (stored(kube, "Database") or {})["status"]["phase"] != "Failed"
+    assert controller.queue._slots[(NS, "db")].trigger == "resync"

@@ -78,3 +78,35 @@ def test_readyz_waits_for_the_webhook_server() -> None:
         return seen
 
     assert asyncio.run(scenario()) == [503, 503, 200]
+
+
+class Deaf:
+    problem: str | None = "the API server does not answer: connection refused"
+
+
+def test_readyz_says_why_the_operator_cannot_watch() -> None:
+    """Kopf watches (its ready flag), yet the API server is gone: not ready, and why."""
+
+    async def scenario() -> list[tuple[int, int, str]]:
+        watching = Deaf()
+        health, port = Health(watching=watching), free_port()
+        runner = await health.serve(port, "127.0.0.1")
+        stop = asyncio.Event()
+        health.operator_task = asyncio.create_task(stop.wait())
+        health.ready.set()
+        seen = []
+        async with aiohttp.ClientSession() as session:
+            for _ in range(2):
+                async with session.get(f"http://127.0.0.1:{port}/readyz") as ready:
+                    body = await ready.json()
+                    seen.append((await probe(port, "/healthz"), ready.status, body.get("reason")))
+                watching.problem = None
+        stop.set()
+        await health.operator_task
+        await runner.cleanup()
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        (200, 503, "the API server does not answer: connection refused"),
+        (200, 200, None),
+    ]

@@ -257,7 +257,9 @@ class BackupController:
                 return
             delay, failures = self.queue.backoff(key)
             self.queue.schedule(key, delay, "retry")
-            get_logger().error(
+            # A namespace being deleted refuses creates: expected, not an error.
+            log = get_logger().info if error.namespace_terminating else get_logger().error
+            log(
                 "backup reconcile failed",
                 namespace=key[0],
                 name=key[1],

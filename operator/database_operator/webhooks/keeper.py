@@ -332,6 +332,9 @@ class Webhooks:
         self._keeping: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        """Serve; again after Kopf stopped the server (lifecycle.py runs Kopf anew)."""
+        if self._keeping is not None:
+            self._keeping.cancel()
         await self.server.start(await self.keeper.first())
         self._keeping = asyncio.create_task(self.keeper.keep(self.server))
 

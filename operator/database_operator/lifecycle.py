@@ -1,0 +1,224 @@
+"""Keep watching: through API server outages of any length, and the CRDs deleted and created again.
+
+Kopf alone does neither (docs/kopf-notes.md has the probes):
+
+- It retries a failing request a bounded number of times, and a sleep between two attempts
+  cannot be cut short: after a long outage a watch came back only at its next attempt, up to the
+  longest backoff after the API server did. Here Kopf's requests are retried for as long as they
+  fail (``ENDLESS``: after 1, 2 and 4 s, every ``RETRY_S`` ± a quarter), so a watch resumes
+  within ``RETRY_S`` of the API server's return, whatever the outage length.
+- A watch of a resource that is gone ends Kopf ("Watcher … has failed: 404", the process exits)
+  or, with other timing, is never started again. Here Kopf is stopped when the CRDs go
+  (``Supervisor.check`` notices it, or Kopf itself fails with a 404), the operator waits for
+  them, and Kopf starts again: every watch lists afresh. The reconcile workers and the caches
+  outlive Kopf.
+
+Meanwhile ``Watching.problem`` says why the operator cannot watch, and /readyz answers 503 with
+it: the API server does not answer, the CRDs are not served, or a watch request of Kopf's keeps
+failing (Kopf logs each failed attempt at ERROR, whatever the log level; a test pins the
+wording to the installed Kopf). /healthz stays 200: a restart would not bring the API server
+back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+
+from database_operator.api.backup import BACKUP_PLURAL
+from database_operator.api.models import GROUP, PLURAL, VERSION
+from database_operator.config import Settings
+from database_operator.kube import ApiError, Kube
+from database_operator.logs import get_logger
+
+#: Kopf's first retries of a failed request (seconds), then every RETRY_S ± RETRY_JITTER.
+FIRST_RETRIES = (1.0, 2.0, 4.0)
+RETRY_S = 4.0
+RETRY_JITTER = 0.25
+#: How often the operator asks the API server whether it serves the CRDs.
+CHECK_S = 5.0
+#: A check the API server does not answer within this long counts as unanswered.
+CHECK_TIMEOUT_S = 10.0
+#: A failed watch request this recent makes the operator not ready (Kopf tries again at least
+#: every RETRY_S * (1 + RETRY_JITTER) while it fails).
+FAILING_FOR_S = 2 * RETRY_S
+#: Kopf's watching logger, and how it words a failed attempt of a list or watch request.
+KOPF_WATCHING_LOGGER = "kopf._cogs.clients.watching"
+FAILED_ATTEMPT = ("Request attempt #",)
+FAILED = " failed; "
+#: How much of Kopf's message /readyz repeats.
+PROBLEM_CHARS = 300
+
+
+class Endless:
+    """Kopf's ``settings.networking.error_backoffs``: Kopf iterates it afresh for each request
+    and retries until it runs out; this never does (not ``Sized``, so Kopf counts attempts
+    without a total)."""
+
+    def __iter__(self) -> Iterator[float]:
+        yield from FIRST_RETRIES
+        while True:
+            yield RETRY_S * (1 + random.uniform(-RETRY_JITTER, RETRY_JITTER))  # noqa: S311
+
+
+ENDLESS = Endless()
+
+
+def required_resources(settings: Settings) -> list[tuple[str, tuple[str, ...]]]:
+    """What must be served for the operator to watch: (group/version, plurals)."""
+    return [(f"{GROUP}/{VERSION}", (PLURAL, BACKUP_PLURAL))]
+
+
+async def unserved(kube: Kube, settings: Settings) -> list[str]:
+    """The required resources the API server does not serve (raises ApiError or TimeoutError
+    when it does not answer)."""
+    missing = []
+    for group_version, resources in required_resources(settings):
+        # Not asyncio.wait_for: in Python 3.11 it can swallow a cancellation (the check's, when
+        # Kopf stops) if the call completes at the same moment.
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            served = await kube.serves(group_version, resources)
+        if not served:
+            missing.append(f"{group_version}/{'+'.join(resources)}".rstrip("/"))
+    return missing
+
+
+class Watching(logging.Handler):
+    """Why the operator cannot watch now (``problem``; None: it can), for /readyz."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(level=logging.ERROR)
+        self.clock = clock
+        #: What the last check found: the API server not answering, the CRDs not served.
+        self.unserved: str | None = None
+        self._failed_at: float | None = None
+        self._failure = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(FAILED_ATTEMPT) and FAILED in message:
+            self._failed_at = self.clock()
+            self._failure = message[:PROBLEM_CHARS]
+
+    @property
+    def problem(self) -> str | None:
+        if self.unserved is not None:
+            return self.unserved
+        if self._failed_at is not None and self.clock() - self._failed_at < FAILING_FOR_S:
+            return f"a watch request keeps failing: {self._failure}"
+        return None
+
+    def following_kopf(self) -> Watching:
+        """Hear Kopf's failed watch attempts (ERROR records: seen at any log level)."""
+        logging.getLogger(KOPF_WATCHING_LOGGER).addHandler(self)
+        return self
+
+
+def handle_signals(stopping: asyncio.Event, on: bool) -> None:
+    """SIGINT/SIGTERM set ``stopping`` (``on``), or are left to Kopf, which takes them over
+    while it runs and never gives them back."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if on:
+            loop.add_signal_handler(signum, stopping.set)
+        else:
+            loop.remove_signal_handler(signum)
+
+
+#: Runs Kopf until the flag it is given is set (or Kopf stops or fails by itself).
+RunKopf = Callable[[asyncio.Event], Awaitable[None]]
+
+
+@dataclass
+class Supervisor:
+    """Runs Kopf, stops it when the CRDs go, and starts it again once they are back."""
+
+    kube: Kube
+    settings: Settings
+    watching: Watching
+    #: Kopf's ready flag (set by Kopf once it watches), cleared while it does not run.
+    kopf_ready: asyncio.Event
+    #: Set to stop the operator for good (by a signal between Kopf's runs, or by the caller).
+    stopping: asyncio.Event
+    restarts: int = field(default=0, init=False)
+
+    async def run(
+        self,
+        run_kopf: RunKopf,
+        wait_for_crds: Callable[[], Awaitable[bool]],
+        before_restart: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Run Kopf until the operator stops; Kopf's own failures other than a resource gone
+        are raised (the process exits, as before)."""
+        log = get_logger()
+        while True:
+            stop_kopf = asyncio.Event()
+            gone = asyncio.Event()
+            # Started before Kopf: Kopf cancels at its exit every task started after it.
+            helpers = [
+                asyncio.create_task(self._relay(stop_kopf), name="stop relay"),
+                asyncio.create_task(self._check_every_period(stop_kopf, gone), name="check"),
+            ]
+            failure: Exception | None = None
+            try:
+                await run_kopf(stop_kopf)
+            except Exception as error:  # decided on below
+                failure = error
+            finally:
+                for task in helpers:
+                    task.cancel()
+                await asyncio.gather(*helpers, return_exceptions=True)
+            if self.stopping.is_set():
+                return
+            if failure is not None and not await self._resource_gone(failure):
+                raise failure
+            if failure is None and not gone.is_set():
+                return  # Kopf stopped on a signal of its own
+            self.kopf_ready.clear()
+            self.watching.unserved = "the CRDs are not served"
+            log.warning(
+                "the CRDs are gone: not watching until they are back",
+                kopf_error=str(failure) if failure is not None else None,
+            )
+            handle_signals(self.stopping, True)
+            with contextlib.suppress(TimeoutError):  # Kopf found it gone before discovery did
+                async with asyncio.timeout(CHECK_S):
+                    await self.stopping.wait()
+            if not await wait_for_crds():
+                return
+            handle_signals(self.stopping, False)
+            await before_restart()
+            self.restarts += 1
+            log.info("the CRDs are served again: watching again", restarts=self.restarts)
+
+    async def check(self) -> bool:
+        """Look once; whether the CRDs are gone."""
+        try:
+            missing = await unserved(self.kube, self.settings)
+        except (ApiError, TimeoutError) as error:
+            self.watching.unserved = f"the API server does not answer: {error}"[:PROBLEM_CHARS]
+            return False
+        self.watching.unserved = f"not served: {', '.join(missing)}" if missing else None
+        return bool(missing)
+
+    async def _check_every_period(self, stop_kopf: asyncio.Event, gone: asyncio.Event) -> None:
+        while not await self.check():
+            await asyncio.sleep(CHECK_S)
+        gone.set()
+        stop_kopf.set()
+
+    async def _relay(self, stop_kopf: asyncio.Event) -> None:
+        await self.stopping.wait()
+        stop_kopf.set()
+
+    async def _resource_gone(self, failure: Exception) -> bool:
+        """Kopf failed because a resource it watches is gone: its 404, or the CRDs missing."""
+        if getattr(failure, "status", None) == 404:
+            return True
+        return await self.check()
