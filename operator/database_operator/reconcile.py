@@ -20,6 +20,7 @@ from database_operator.api.backup import RestoreRecord
 from database_operator.api.models import KIND, Database, DatabaseStatus, DeletionPolicy, Phase
 from database_operator.backups import restore, schedule, state
 from database_operator.backups.state import Backups, BackupSummary
+from database_operator.carryover import carry_over
 from database_operator.compare import covers, list_takebacks, needs_write, owner_refs_to
 from database_operator.engines import facts
 from database_operator.kube import ApiError, KubeApi
@@ -168,10 +169,12 @@ async def reconcile(
                 agent_image=agent_image,
             )
             checksum = desired.credentials_checksum(db, credentials)
-            wanted = [
-                *desired.children(db, checksum),
-                desired.connection_secret(db, credentials),
-            ]
+            wanted = carry_over(
+                [*desired.children(db, checksum), desired.connection_secret(db, credentials)],
+                children,
+                db,
+                checksum,
+            )
             if gate.hold:  # the restore is not done: no database runs on the volume yet
                 wanted = [child for child in wanted if child["kind"] != "Deployment"]
             failure = gate.failure or await _ensure_children(kube, db, wanted, children, result)
@@ -374,7 +377,8 @@ async def _ensure_secret_ownership(
 ) -> Manifest:
     """Keep labels and our owner reference on the generated Secret in line with deletionPolicy,
     mark it created for the Database (one an earlier version made lacks the mark), and add the
-    replication keys a Secret generated before the operator ran replicas lacks.
+    replication keys a Secret generated before the operator ran replicas lacks — once read
+    replicas are asked for, so an upgrade leaves the data of the Secrets it finds alone.
 
     One merge patch: re-applying the Secret could touch the password; adding a key cannot.
     """
@@ -385,6 +389,7 @@ async def _ensure_secret_ownership(
     new_keys = {
         key: base64.b64encode(desired.generate_password().encode()).decode()
         for key in desired.replication_keys_to_generate(db, observed.get("data"))
+        if desired.read_replica_count(db)
     }
     meta_ok = not needs_write(
         observed,
