@@ -6,8 +6,9 @@ operator runs, all at once. So a Deployment whose pod template an earlier versio
 Database's current spec keeps that template — and its selector, which cannot change in place,
 with the Service in front of it selecting the same pods — until one of:
 
-- the spec changes (its generation moves): the rollout the user asked for brings the current
-  version's template with it;
+- the spec changes in a way that changes the pods (a new version, parameters, resources...;
+  not, say, a backup schedule): the rollout the user asked for brings the current version's
+  template with it;
 - the credentials the pods read change (their checksum), which rolls the pods anyway;
 - someone else changed the kept template (its digest no longer matches): that edit rolled the
   pods already, and the current template is put back as drift;
@@ -18,8 +19,12 @@ What was kept is recorded on the Deployment in a label (``KEPT_TEMPLATE``): a la
 Deployment's generation moves with any change of its spec or its annotations (so the applied
 digest is not written either), and with it the Database would read as rolling out. So the
 decision is made once, at the first reconcile after the upgrade, by one write that changes
-neither the Deployment's spec nor its generation.
-That first time, "written by an earlier version for the current spec" means: the template
+neither the Deployment's spec nor its generation. The record names the Database's generation
+and the digest of the template this version would have written: a spec change that leaves that
+render alone keeps the template (the record moves to the new generation), and a later upgrade,
+whose render differs, keeps it while the generation holds.
+
+The first time, "written by an earlier version for the current spec" means: the template
 differs from the current render; what was applied is not what this version renders (its
 applied digest differs, or it has none: a Deployment this version wrote and someone edited is
 drift, put back as always); the earlier operator had finished with the current generation
@@ -46,8 +51,9 @@ from database_operator.desired.common import (
 from database_operator.manifest import Manifest
 
 #: Label on a Deployment whose pod template an earlier version wrote and the operator keeps:
-#: ``<generation>.<credentials checksum>.<template digest>``, the Database's generation and the
-#: credentials it was kept for, and the digest of the kept template.
+#: ``<generation>.<credentials>.<rendered>.<kept>``: the Database's generation and credentials
+#: checksum it was kept for, the digest of the template this version would have written then,
+#: and the digest of the kept template.
 KEPT_TEMPLATE = f"{GROUP}/kept-pod-template"
 #: Annotation on a Database: "true" rolls its pods onto the current version's template (now, and
 #: after every later upgrade) instead of keeping an earlier version's.
@@ -59,12 +65,24 @@ _ACTED = {Phase.PENDING, Phase.ACTIVE, Phase.DEGRADED}
 def template_digest(template: Any) -> str:
     """A digest of a pod template as the API server holds it."""
     text = json.dumps(template, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _record(db: Database, checksum: str, template: Any) -> str:
-    """The KEPT_TEMPLATE label's value (a label value: at most 63 characters)."""
-    return f"{db.metadata.get('generation')}.{checksum[:16]}.{template_digest(template)}"
+def _record(db: Database, checksum: str, wanted: Manifest, template: Any) -> str:
+    """The KEPT_TEMPLATE label's value (at most 63 characters, as a label value must be)."""
+    rendered = template_digest(wanted["spec"]["template"])
+    return f"{db.metadata.get('generation')}.{checksum[:12]}.{rendered}.{template_digest(template)}"
+
+
+def _still_kept(record: str, db: Database, checksum: str, wanted: Manifest, template: Any) -> bool:
+    """Whether a template kept as ``record`` says stays kept: unedited, for the same
+    credentials, and either the spec has not changed or it changed nothing this version puts in
+    the pods (this version's render of them is the same)."""
+    generation, kept_checksum, rendered, kept = [*record.split("."), "", "", "", ""][:4]
+    now = _record(db, checksum, wanted, template).split(".")
+    return (
+        kept == now[3] and kept_checksum == now[1] and (generation == now[0] or rendered == now[2])
+    )
 
 
 def _without_nulls(value: Any) -> Any:
@@ -102,7 +120,7 @@ def _keeps(
         return False
     record: str | None = (observed.get("metadata", {}).get("labels") or {}).get(KEPT_TEMPLATE)
     if record is not None:
-        return record == _record(db, checksum, template)
+        return _still_kept(record, db, checksum, wanted, template)
     applied = _annotations(observed).get(APPLIED_DIGEST_ANNOTATION)
     if applied == _annotations(wanted).get(APPLIED_DIGEST_ANNOTATION):
         return False  # this version wrote it: the difference is drift
@@ -116,7 +134,7 @@ def _kept(observed: Manifest, wanted: Manifest, db: Database, checksum: str) -> 
     labels, and the applied digest the Deployment has (if any), unchanged: no annotation moves."""
     template = observed["spec"]["template"]
     meta = {key: value for key, value in wanted["metadata"].items() if key != "annotations"}
-    meta["labels"] = {**meta["labels"], KEPT_TEMPLATE: _record(db, checksum, template)}
+    meta["labels"] = {**meta["labels"], KEPT_TEMPLATE: _record(db, checksum, wanted, template)}
     applied = _annotations(observed).get(APPLIED_DIGEST_ANNOTATION)
     if applied is not None:
         meta["annotations"] = {APPLIED_DIGEST_ANNOTATION: applied}

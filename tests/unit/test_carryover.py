@@ -76,8 +76,9 @@ def test_an_earlier_versions_template_for_the_current_spec_is_kept_with_its_sele
     }
     assert deployment["spec"]["selector"] == old["spec"]["selector"]
     record = deployment["metadata"]["labels"][KEPT_TEMPLATE]
-    assert record == f"3.{CHECKSUM[:16]}.{template_digest(old['spec']['template'])}"
-    assert len(record) <= 63
+    rendered = template_digest(find(wanted(db), "Deployment")["spec"]["template"])
+    assert record == f"3.{CHECKSUM[:12]}.{rendered}.{template_digest(old['spec']['template'])}"
+    assert len(f"{2**31}.{CHECKSUM[:12]}.{rendered}.{rendered}") <= 63
     # No annotation moves: a Deployment's generation follows its annotations too.
     assert "annotations" not in deployment["metadata"]
     # The read-write Service selects the kept pods (they have no role label).
@@ -96,15 +97,39 @@ def test_a_kept_template_stays_kept_while_nothing_asks_for_a_change() -> None:
     assert again == first
 
 
-def test_a_spec_change_rolls_onto_the_current_template() -> None:
+def test_a_spec_change_of_the_pods_rolls_onto_the_current_template() -> None:
     db = make_db()
     old = earlier_deployment(db)
     first = find(carry_over(wanted(db), by_key(old), db, CHECKSUM), "Deployment")
     stored = {**old, "metadata": {**old["metadata"], "labels": first["metadata"]["labels"]}}
-    changed = make_db(generation=4, observed_generation=3)
+    changed = make_db(generation=4, observed_generation=3, parameters={"max_connections": "50"})
     result = carry_over(wanted(changed), by_key(stored), changed, CHECKSUM)
     assert find(result, "Deployment") == find(wanted(changed), "Deployment")
     assert find(result, "Service") == find(wanted(changed), "Service")
+
+
+def test_a_spec_change_the_pods_do_not_read_keeps_the_template() -> None:
+    db = make_db()
+    old = earlier_deployment(db)
+    first = find(carry_over(wanted(db), by_key(old), db, CHECKSUM), "Deployment")
+    stored = {**old, "metadata": {**old["metadata"], "labels": first["metadata"]["labels"]}}
+    changed = make_db(generation=4, observed_generation=3, deletionPolicy="Delete")
+    kept = find(carry_over(wanted(changed), by_key(stored), changed, CHECKSUM), "Deployment")
+    assert kept["spec"]["template"] == first["spec"]["template"]
+    # Recorded for the new generation: a later upgrade keeps it too.
+    assert kept["metadata"]["labels"][KEPT_TEMPLATE].startswith("4.")
+
+
+def test_a_later_upgrade_keeps_a_template_kept_by_an_earlier_one() -> None:
+    # The record names what another renderer would have written: the generation still holds.
+    db = make_db()
+    old = earlier_deployment(db)
+    first = find(carry_over(wanted(db), by_key(old), db, CHECKSUM), "Deployment")
+    generation, checksum, _, kept = first["metadata"]["labels"][KEPT_TEMPLATE].split(".")
+    labels = {**first["metadata"]["labels"], KEPT_TEMPLATE: f"{generation}.{checksum}.0.{kept}"}
+    stored = {**old, "metadata": {**old["metadata"], "labels": labels}}
+    again = find(carry_over(wanted(db), by_key(stored), db, CHECKSUM), "Deployment")
+    assert again["spec"]["template"] == first["spec"]["template"]
 
 
 def test_changed_credentials_roll_onto_the_current_template() -> None:
