@@ -223,18 +223,29 @@ def others_untouched(upgrade: Upgrade, now: dict[str, dict[str, Any]], rolled: s
             assert now[key]["template"] == before["template"], key
 
 
-def test_a_spec_change_rolls_only_that_database_onto_this_versions_pods(
+def test_a_spec_change_of_its_pods_rolls_only_that_database_onto_this_versions_pods(
     upgrades: Upgrades,
 ) -> None:
     upgrade = upgrades.of(FIRST_COMPLETE)
     cluster, namespace = upgrades.cluster, upgrade.namespace
     current = upgrades.operator("spec-change.log", namespace, None)
+    # A change its pods do not read (the PVC's owner) keeps them as they are.
+    changed = cluster.patch_db(namespace, "mysql-kept", {"spec": {"deletionPolicy": "Delete"}})
+    wait_for(
+        lambda: (
+            cluster.get_db(namespace, "mysql-kept")["status"]["observedGeneration"]
+            == changed["metadata"]["generation"]
+        ),
+        what="mysql-kept's change reconciled",
+    )
     cluster.patch_db(namespace, "pg-scratch", {"spec": {"parameters": {"max_connections": "50"}}})
     wait_for(
         lambda: role_of(cluster, namespace, "pg-scratch") == "primary",
         what="pg-scratch's pods on this version's template",
     )
     others_untouched(upgrade, snapshot(cluster, namespace), {"pg-scratch"})
+    after = snapshot(cluster, namespace)["Deployment/mysql-kept"]
+    assert after["generation"] == upgrade.before["Deployment/mysql-kept"]["generation"]
     assert current.stop() == 0, current.log_text()[-3000:]
 
 
