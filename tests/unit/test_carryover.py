@@ -198,3 +198,13 @@ def test_a_primary_without_the_role_label_is_not_kept_beside_read_replicas() -> 
     assert len([c for c in wanted(db) if c["kind"] == "Deployment"]) == 2
     result = carry_over(wanted(db), by_key(earlier_deployment(db)), db, CHECKSUM)
     assert result == wanted(db)
+
+
+def test_a_mysql_with_several_servers_keeps_its_template_and_is_scaled_to_one() -> None:
+    # 0.1.0 ran replicas: 2 as two unreplicated servers; mysql has no read replicas here.
+    db = make_db(engine="mysql", replicas=2)
+    old = earlier_deployment(db)
+    old["spec"]["replicas"] = 2
+    deployment = find(carry_over(wanted(db), by_key(old), db, CHECKSUM), "Deployment")
+    assert deployment["spec"]["template"]["spec"] == old["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 1
