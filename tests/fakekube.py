@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from database_operator.kube import FIELD_MANAGER, ApiError
+from database_operator.kube import ApiError
 from database_operator.manifest import Manifest
+from database_operator.ownership import FIELD_MANAGER
 
 ObjectKey = tuple[str, str, str]  # kind, namespace, name
 

@@ -26,8 +26,7 @@ from database_operator import tracing
 from database_operator.api.backup import BACKUP_PLURAL
 from database_operator.api.models import GROUP, KIND, PLURAL, VERSION
 from database_operator.manifest import Manifest
-
-FIELD_MANAGER = "database-operator"
+from database_operator.ownership import FIELD_MANAGER
 
 #: kind -> (API path prefix, plural) for the kinds the operator reads and writes.
 RESOURCES: dict[str, tuple[str, str]] = {

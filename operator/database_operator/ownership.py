@@ -7,6 +7,11 @@ A child is the Database's when the operator created it for that Database:
   Retain and then carrying no owner reference) carry the annotation ``CREATED_FOR``, written
   when the operator created them, naming the Database. A Database created again under the same
   name finds its kept data and uses it again, which is what Retain is for.
+- the kept children an earlier version created before it wrote ``CREATED_FOR`` (0.1.0) carry
+  what every version left on them: the labels naming the Database and the operator, and the
+  operator's field manager in ``managedFields``. The reconcile then writes ``CREATED_FOR`` on
+  them, so the evidence is needed once. A user's object has neither the labels nor our field
+  manager unless someone forged both on purpose.
 
 Anything else by that name — a user's Secret, an unrelated Service — is foreign: never adopted,
 changed or deleted, only reported.
@@ -22,6 +27,13 @@ from database_operator.manifest import Manifest
 #: Annotation on the kept children (generated Secret, PVC): the name of the Database they were
 #: created for. A user can write it on a PVC of theirs to hand it over to a Database.
 CREATED_FOR = f"{GROUP}/created-for"
+#: The field manager of every write the operator makes (all versions), and the value of the
+#: ``app.kubernetes.io/managed-by`` label on its children.
+FIELD_MANAGER = "database-operator"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+#: The children that may outlive their Database: the ones ``CREATED_FOR`` marks.
+KEPT_KINDS = frozenset({"Secret", "PersistentVolumeClaim"})
 
 
 def owner_key(obj: Manifest) -> tuple[str, str] | None:
@@ -54,11 +66,47 @@ def is_ours(observed: Manifest, db: Database) -> bool:
     if (meta.get("annotations") or {}).get(CREATED_FOR) == db.name:
         return True
     controller = controller_of(observed)
-    return bool(
-        controller is not None
-        and controller.get("kind") == KIND
-        and controller.get("uid") == db.metadata.get("uid")
+    if controller is not None:
+        return bool(
+            controller.get("kind") == KIND and controller.get("uid") == db.metadata.get("uid")
+        )
+    return left_by_earlier_version(observed, db)
+
+
+def _names_us(observed: Manifest, db: Database) -> bool:
+    """A kept child without ``CREATED_FOR`` whose labels name ``db`` and the operator."""
+    meta = observed.get("metadata", {})
+    labels = meta.get("labels") or {}
+    return (
+        observed.get("kind") in KEPT_KINDS
+        and CREATED_FOR not in (meta.get("annotations") or {})
+        and labels.get(INSTANCE_LABEL) == db.name
+        and labels.get(MANAGED_BY_LABEL) == FIELD_MANAGER
     )
+
+
+def left_by_earlier_version(observed: Manifest, db: Database) -> bool:
+    """Whether ``observed`` is a kept child that an earlier version (before ``CREATED_FOR``)
+    created for ``db``: its labels name ``db`` and the operator, the operator's field manager
+    wrote it, and no owner reference names another Database (a namesake's, waiting for the
+    garbage collector). Needs ``managedFields``, which the watch caches drop: see
+    ``needs_managed_fields``."""
+    if not _names_us(observed, db):
+        return False
+    meta = observed["metadata"]
+    uid = db.metadata.get("uid")
+    if any(
+        ref.get("kind") == KIND and ref.get("uid") != uid
+        for ref in meta.get("ownerReferences") or []
+    ):
+        return False
+    return any(entry.get("manager") == FIELD_MANAGER for entry in meta.get("managedFields") or [])
+
+
+def needs_managed_fields(observed: Manifest, db: Database) -> bool:
+    """Whether only ``managedFields`` can tell if ``observed`` is ``db``'s (and it lacks them:
+    it came from a cache): then it is read from the API server."""
+    return _names_us(observed, db) and "managedFields" not in observed.get("metadata", {})
 
 
 @dataclass(frozen=True)

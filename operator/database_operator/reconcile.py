@@ -20,6 +20,7 @@ from database_operator.api.backup import RestoreRecord
 from database_operator.api.models import KIND, Database, DatabaseStatus, DeletionPolicy, Phase
 from database_operator.backups import restore, schedule, state
 from database_operator.backups.state import Backups, BackupSummary
+from database_operator.carryover import carry_over
 from database_operator.compare import (
     covers,
     difference,
@@ -31,7 +32,13 @@ from database_operator.compare import (
 from database_operator.engines import facts
 from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
-from database_operator.ownership import CREATED_FOR, conflict, conflict_message, is_ours
+from database_operator.ownership import (
+    CREATED_FOR,
+    conflict,
+    conflict_message,
+    is_ours,
+    needs_managed_fields,
+)
 from database_operator.reasons import REFUSED_WRITES, Problem, Reason, rejected
 from database_operator.status import Outcome, Workloads, compute_status
 
@@ -175,10 +182,12 @@ async def reconcile(
                 agent_image=agent_image,
             )
             checksum = desired.credentials_checksum(db, credentials)
-            wanted = [
-                *desired.children(db, checksum),
-                desired.connection_secret(db, credentials),
-            ]
+            wanted = carry_over(
+                [*desired.children(db, checksum), desired.connection_secret(db, credentials)],
+                children,
+                db,
+                checksum,
+            )
             if gate.hold:  # the restore is not done: no database runs on the volume yet
                 wanted = [child for child in wanted if child["kind"] != "Deployment"]
             failure = gate.failure or await _ensure_children(kube, db, wanted, children, result)
@@ -248,13 +257,7 @@ async def _observe(kube: KubeApi, db: Database) -> Observed:
     wanted = desired.child_keys(db)
     wanted.append(("Secret", desired.connection_secret_name(db)))
 
-    async def read(kind: str, name: str) -> Manifest | None:
-        found = await kube.get(kind, db.namespace, name)
-        if found is None and kube.cached(kind):
-            found = await kube.get_live(kind, db.namespace, name)
-        return found
-
-    children = {(kind, name): await read(kind, name) for kind, name in wanted}
+    children = {(kind, name): await read_child(kube, db, kind, name) for kind, name in wanted}
     surplus = [await kube.get(kind, db.namespace, name) for kind, name in desired.surplus(db)]
     return Observed(
         credentials,
@@ -262,6 +265,16 @@ async def _observe(kube: KubeApi, db: Database) -> Observed:
         [obj for obj in surplus if obj is not None],
         generated=db.spec.credentials_secret_ref is None,
     )
+
+
+async def read_child(kube: KubeApi, db: Database, kind: str, name: str) -> Manifest | None:
+    """A child by name, from the watch's cache when it holds the kind; from the API server when
+    the cache lacks it (a namesake without our label), or when only its ``managedFields`` can
+    say whether it is ours (a kept child an earlier version made: ownership.py)."""
+    found = await kube.get(kind, db.namespace, name)
+    if kube.cached(kind) and (found is None or needs_managed_fields(found, db)):
+        found = await kube.get_live(kind, db.namespace, name)
+    return found
 
 
 def merge_patch_of(old: Manifest, new: Manifest) -> Manifest:
@@ -376,23 +389,30 @@ async def _ensure_secret_ownership(
     kube: KubeApi, db: Database, observed: Manifest, result: Result
 ) -> Manifest:
     """Keep labels and our owner reference on the generated Secret in line with deletionPolicy,
-    and add the replication keys a Secret generated before the operator ran replicas lacks.
+    mark it created for the Database (one an earlier version made lacks the mark), and add the
+    replication keys a Secret generated before the operator ran replicas lacks — once read
+    replicas are asked for, so an upgrade leaves the data of the Secrets it finds alone.
 
-    A merge patch: re-applying the Secret could touch the password; adding a key cannot.
+    One merge patch: re-applying the Secret could touch the password; adding a key cannot.
     """
     uid = str(db.metadata.get("uid", ""))
     wanted = desired.retained_owner_references(db)
     labels = desired.labels(db)
+    marked = {CREATED_FOR: db.name}
     new_keys = {
         key: base64.b64encode(desired.generate_password().encode()).decode()
         for key in desired.replication_keys_to_generate(db, observed.get("data"))
+        if desired.read_replica_count(db)
     }
     meta_ok = not needs_write(
-        observed, {"metadata": {"labels": labels, "ownerReferences": wanted}}, uid
+        observed,
+        {"metadata": {"labels": labels, "ownerReferences": wanted, "annotations": marked}},
+        uid,
     )
     if meta_ok and not new_keys:
         return observed
     patch = _owner_references_patch(db, observed, wanted) | {"labels": labels}
+    patch["annotations"] = marked
     body: Manifest = {"metadata": patch} | ({"data": new_keys} if new_keys else {})
     result.corrected.append("Secret")
     return await kube.merge_patch("Secret", db.namespace, observed["metadata"]["name"], body)
@@ -636,7 +656,7 @@ async def finalize(
         kept.append(("Secret", generated))
     uid = str(db.metadata.get("uid", ""))
     for kind, name in kept:
-        observed = await kube.get(kind, db.namespace, name)
+        observed = await read_child(kube, db, kind, name)
         if observed is None or not is_ours(observed, db):
             continue
         if db.spec.deletion_policy is DeletionPolicy.DELETE:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from database_operator.api.models import Database
-from database_operator.ownership import CREATED_FOR, conflict, conflict_message, is_ours
+from database_operator.ownership import (
+    CREATED_FOR,
+    FIELD_MANAGER,
+    conflict,
+    conflict_message,
+    is_ours,
+    needs_managed_fields,
+)
 
 UID = "0b6c7a52-1111-4a7e-9f00-000000000001"
 DB = Database.model_validate({"metadata": {"name": "web", "namespace": "shop", "uid": UID}})
@@ -59,3 +66,65 @@ def test_the_conflict_message_says_what_to_do() -> None:
     assert "Rename the Database" in message
     assert CREATED_FOR in message
     assert "credentialsSecretRef" in message
+
+
+# --- kept children an earlier version (0.1.0) made, before it wrote CREATED_FOR -------------------
+
+OUR_LABELS = {"app.kubernetes.io/instance": "web", "app.kubernetes.io/managed-by": FIELD_MANAGER}
+
+
+def written_by(manager: str) -> list[dict[str, Any]]:
+    return [{"manager": manager, "operation": "Update", "apiVersion": "v1"}]
+
+
+def test_a_kept_child_an_earlier_version_made_is_ours_by_its_labels_and_field_manager() -> None:
+    for kind, name in (("Secret", "web-credentials"), ("PersistentVolumeClaim", "web-data")):
+        made = obj(kind, name, labels=OUR_LABELS, managedFields=written_by(FIELD_MANAGER))
+        assert is_ours(made, DB)
+        assert conflict(made, DB) is None
+        # deletionPolicy Delete: 0.1.0 added a plain owner reference to the same Database.
+        owned = {**controller(UID), "controller": False}
+        assert is_ours({**made, "metadata": {**made["metadata"], "ownerReferences": [owned]}}, DB)
+
+
+def test_our_labels_alone_or_our_field_manager_alone_do_not_make_it_ours() -> None:
+    labelled = obj(
+        "Secret", "web-credentials", labels=OUR_LABELS, managedFields=written_by("kubectl")
+    )
+    assert not is_ours(labelled, DB)
+    unlabelled = obj("Secret", "web-credentials", managedFields=written_by(FIELD_MANAGER))
+    assert not is_ours(unlabelled, DB)
+    other = obj(
+        "Secret",
+        "web-credentials",
+        labels={**OUR_LABELS, "app.kubernetes.io/instance": "api"},
+        managedFields=written_by(FIELD_MANAGER),
+    )
+    assert not is_ours(other, DB)
+
+
+def test_an_earlier_namesakes_kept_child_owned_by_another_uid_is_not_ours() -> None:
+    stale = {**controller("old-uid"), "controller": False}
+    made = obj(
+        "PersistentVolumeClaim",
+        "web-data",
+        labels=OUR_LABELS,
+        managedFields=written_by(FIELD_MANAGER),
+        ownerReferences=[stale],
+    )
+    assert not is_ours(made, DB)
+
+
+def test_only_kept_kinds_are_recognised_by_labels_and_field_manager() -> None:
+    # A Deployment or Service of ours always carries the controller reference.
+    made = obj("Service", labels=OUR_LABELS, managedFields=written_by(FIELD_MANAGER))
+    assert not is_ours(made, DB)
+
+
+def test_a_cached_copy_without_managed_fields_asks_for_a_live_read() -> None:
+    cached = obj("PersistentVolumeClaim", "web-data", labels=OUR_LABELS)
+    assert needs_managed_fields(cached, DB)
+    assert not is_ours(cached, DB)
+    marked = obj("PersistentVolumeClaim", "web-data", annotations={CREATED_FOR: "web"})
+    assert not needs_managed_fields(marked, DB)
+    assert not needs_managed_fields(obj("PersistentVolumeClaim", "web-data"), DB)

@@ -272,3 +272,13 @@ def test_the_release_notes_install_by_version_and_verify_the_workflow_identity()
     assert f"cosign verify ghcr.io/acme/database-operator@{image}" in text
     assert f"cosign verify oci://ghcr.io/acme/charts/database-operator@{chart}" not in text
     assert f"cosign verify ghcr.io/acme/charts/database-operator@{chart}" in text
+
+
+def test_the_test_job_checks_out_the_history_the_upgrade_tests_read() -> None:
+    from tests.upgrade.versions import EARLIER
+
+    checkout = steps_of(workflow("ci.yaml")["jobs"]["test"])[0]
+    assert checkout["uses"].startswith("actions/checkout@")
+    # tests/upgrade checks out each earlier version's commit: a shallow clone has none.
+    assert checkout["with"]["fetch-depth"] == 0
+    assert all(re.fullmatch(r"[0-9a-f]{40}", version.sha) for version in EARLIER)

@@ -21,9 +21,10 @@ from database_operator.api.models import (
 )
 from database_operator.engines import EngineFacts, facts
 from database_operator.manifest import Manifest
-from database_operator.ownership import CREATED_FOR
+from database_operator.ownership import CREATED_FOR, FIELD_MANAGER
 
-MANAGED_BY = "database-operator"
+#: The value of app.kubernetes.io/managed-by: the operator's field manager's name.
+MANAGED_BY = FIELD_MANAGER
 COMPONENT = "database"
 #: Pod-template annotation naming the credentials Secret (the name only, never a value).
 CREDENTIALS_ANNOTATION = f"{GROUP}/credentials-secret"

@@ -1,0 +1,269 @@
+"""Upgrading in place from each earlier version worth supporting touches no database: every
+Database stays Ready with no ChildNameConflict, no Secret or PVC is replaced, no pod template
+changes (so no pod restarts), each child is written at most once, and the new status fields are
+filled in. And a downgrade to the previous version deletes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from database_operator.api.models import ROLE_LABEL
+from database_operator.carryover import UPGRADE_PODS
+from tests.cluster import Cluster, condition, wait_for, write_requests
+from tests.controlplane import install_crds
+from tests.upgrade.conftest import (
+    FIGURES,
+    RESYNCS,
+    Upgrade,
+    Upgrades,
+    snapshot,
+    wait_settled,
+    writes_since,
+)
+from tests.upgrade.versions import EARLIER, FIRST_COMPLETE, PREVIOUS, Version
+
+VERSIONS = pytest.mark.parametrize("version", EARLIER, ids=[v.name for v in EARLIER])
+#: The names of a Database's children: <name>, and <name>-<suffix>.
+CHILD_SUFFIXES = ("replicas", "credentials", "connection", "data")
+KINDS = {
+    "deployments": "Deployment",
+    "services": "Service",
+    "secrets": "Secret",
+    "persistentvolumeclaims": "PersistentVolumeClaim",
+}
+
+
+@VERSIONS
+def test_every_database_stays_ready_with_no_child_name_conflict(
+    upgrades: Upgrades, version: Version
+) -> None:
+    upgrade = upgrades.of(version)
+    for name, db in upgrade.status.items():
+        ready = condition(db, "Ready") or {}
+        assert ready.get("status") == "True", (name, ready)
+        assert db["status"]["phase"] == "Active", (name, db["status"])
+        assert ready.get("reason") != "ChildNameConflict"
+    assert not [line for line in upgrade.log if "ChildNameConflict" in str(line)]
+
+
+@VERSIONS
+def test_no_secret_or_claim_is_replaced_or_changed(upgrades: Upgrades, version: Version) -> None:
+    upgrade = upgrades.of(version)
+    kept = [
+        key for key in upgrade.before if key.split("/")[0] in ("Secret", "PersistentVolumeClaim")
+    ]
+    assert len(kept) >= len(upgrade.databases)
+    for key in kept:
+        before, after = upgrade.before[key], upgrade.after.get(key)
+        assert after is not None, f"{key} is gone"
+        assert after["uid"] == before["uid"], f"{key} was replaced"
+        assert after.get("data") == before.get("data"), f"{key}'s data changed"
+        assert after.get("spec") == before.get("spec"), f"{key}'s spec changed"
+
+
+@VERSIONS
+def test_no_pod_template_changes_and_no_deployment_or_service_is_replaced(
+    upgrades: Upgrades, version: Version
+) -> None:
+    upgrade = upgrades.of(version)
+    deployments = [key for key in upgrade.before if key.startswith("Deployment/")]
+    assert len(deployments) >= len(upgrade.databases)
+    changed = []
+    for key in deployments:
+        before, after = upgrade.before[key], upgrade.after[key]
+        assert after["uid"] == before["uid"], f"{key} was replaced"
+        if after["template"] != before["template"] or after["generation"] != before["generation"]:
+            changed.append(key)
+        assert after["selector"] == before["selector"], key
+        assert after["replicas"] == before["replicas"], key
+    for key in [key for key in upgrade.before if key.startswith("Service/")]:
+        assert upgrade.after[key]["uid"] == upgrade.before[key]["uid"], f"{key} was replaced"
+        assert upgrade.after[key]["selector"] == upgrade.before[key]["selector"], key
+    FIGURES.append(
+        f"from {version.name}: {len(deployments)} Deployments, pod templates changed: "
+        f"{len(changed)}, generations before -> after: "
+        + ", ".join(
+            f"{key.split('/')[1]} {upgrade.before[key]['generation']}->"
+            f"{upgrade.after[key]['generation']}"
+            for key in deployments
+        )
+    )
+    assert changed == []
+
+
+@VERSIONS
+def test_each_child_is_written_at_most_once(upgrades: Upgrades, version: Version) -> None:
+    upgrade = upgrades.of(version)
+    count = len(upgrade.databases)
+    children = {
+        kind: len([key for key in upgrade.after if key.startswith(f"{kind}/")])
+        for kind in KINDS.values()
+    }
+    per_resource: dict[str, int] = {}
+    for key, writes in upgrade.writes.items():
+        resource = key.split(" ")[1]
+        per_resource[resource] = per_resource.get(resource, 0) + writes
+    total = sum(writes for resource, writes in per_resource.items() if resource != "events")
+    FIGURES.append(
+        f"from {version.name}: {count} Databases, {sum(children.values())} children; writes "
+        f"{dict(sorted(upgrade.writes.items()))}; {total / count:.2f} writes per Database "
+        "(Events aside)"
+    )
+    for resource, kind in KINDS.items():
+        assert per_resource.get(resource, 0) <= children[kind], (resource, upgrade.writes)
+    assert per_resource.get("databases", 0) == 0, upgrade.writes
+    assert per_resource.get("databases/status", 0) <= count, upgrade.writes
+
+
+@VERSIONS
+def test_each_database_is_written_a_bounded_number_of_times(
+    upgrades: Upgrades, version: Version
+) -> None:
+    # What each reconcile says it wrote, child by child (the API server counts only totals).
+    upgrade = upgrades.of(version)
+    per_database: dict[str, dict[str, int]] = {name: {} for name in upgrade.databases}
+    for line in upgrade.log:
+        if line.get("event") != "reconciled" or line.get("name") not in per_database:
+            continue
+        written = per_database[line["name"]]
+        for field in ("children_created", "children_corrected", "children_recreated"):
+            for kind in line.get(field) or []:
+                written[kind] = written.get(kind, 0) + 1
+        for kind in line.get("lists_taken_back") or []:
+            written[kind] = written.get(kind, 0) + 1
+        if line.get("status_written"):
+            written["status"] = written.get("status", 0) + 1
+    totals = {name: sum(written.values()) for name, written in per_database.items()}
+    FIGURES.append(
+        f"from {version.name}: writes per Database (children and status) "
+        f"{dict(sorted(totals.items()))}; by kind {per_database}"
+    )
+    for name, written in per_database.items():
+        assert not [
+            line
+            for line in upgrade.log
+            if line.get("name") == name and line.get("children_recreated")
+        ], name
+        names = {name, *(f"{name}-{suffix}" for suffix in CHILD_SUFFIXES)}
+        owned = {"status": 1}
+        for key in upgrade.after:
+            kind, child = key.split("/")
+            if child in names:
+                owned[kind] = owned.get(kind, 0) + 1
+        for kind, times in written.items():
+            assert times <= owned[kind], (name, kind, written)
+
+
+@VERSIONS
+def test_the_status_fields_of_this_version_are_filled_in(
+    upgrades: Upgrades, version: Version
+) -> None:
+    upgrade = upgrades.of(version)
+    for name, db in upgrade.status.items():
+        status = db["status"]
+        assert status["observedGeneration"] == db["metadata"]["generation"]
+        assert status["binding"] == {"name": f"{name}-connection"}, name
+        assert status["primaryReady"] is True, name
+        assert status["endpoint"] == f"{name}.{upgrade.namespace}.svc:" + str(
+            {"postgres": 5432, "mysql": 3306, "redis": 6379}[upgrade.databases[name]["engine"]]
+        )
+        for type_ in ("Ready", "Progressing", "Degraded"):
+            found = condition(db, type_)
+            assert found is not None, (name, type_)
+            assert found["observedGeneration"] == db["metadata"]["generation"]
+        if upgrade.databases[name].get("replicas", 1) > 1:
+            assert status["readEndpoint"].startswith(f"{name}-replicas."), name
+            assert status["readyReadReplicas"] == upgrade.databases[name]["replicas"] - 1
+
+
+def test_a_downgrade_to_the_previous_version_deletes_nothing(upgrades: Upgrades) -> None:
+    upgrade = upgrades.of(PREVIOUS)
+    cluster, namespace = upgrades.cluster, upgrade.namespace
+    counted = write_requests(cluster)
+    install_crds(cluster.kubeconfig, upgrades.source(PREVIOUS) / "config" / "crd" / "bases")
+    previous = upgrades.operator(f"downgrade-to-{PREVIOUS.name}.log", namespace, PREVIOUS)
+    names = list(upgrade.databases)
+    wait_settled(
+        cluster,
+        namespace,
+        names,
+        previous,
+        f"every Database Ready under {PREVIOUS.name} again, {RESYNCS} resyncs each",
+    )
+    writes = writes_since(cluster, counted)
+    now = snapshot(cluster, namespace)
+    assert previous.stop() == 0, previous.log_text()[-3000:]
+    FIGURES.append(f"downgrade to {PREVIOUS.name}: writes {dict(sorted(writes.items()))}")
+    for key, before in upgrade.before.items():
+        after = now.get(key)
+        assert after is not None, f"{key} is gone after the downgrade"
+        assert after["uid"] == before["uid"], f"{key} was replaced by the downgrade"
+        if key.startswith(("Secret/", "PersistentVolumeClaim/")):
+            assert after.get("data") == before.get("data"), key
+            assert after.get("spec") == before.get("spec"), key
+        if key.startswith("Deployment/"):
+            assert after["template"] == before["template"], key
+    assert not [key for key in writes if key.startswith("DELETE")], writes
+
+
+def role_of(cluster: Cluster, namespace: str, name: str) -> str | None:
+    """The role label a Deployment's pods carry (0.1.0's pods carry none)."""
+    found = cluster.apps.read_namespaced_deployment(name, namespace)
+    labels: dict[str, str] = found.spec.template.metadata.labels or {}
+    return labels.get(ROLE_LABEL)
+
+
+def others_untouched(upgrade: Upgrade, now: dict[str, dict[str, Any]], rolled: set[str]) -> None:
+    for key, before in upgrade.before.items():
+        if key.startswith("Deployment/") and key.split("/")[1] not in rolled:
+            assert now[key]["uid"] == before["uid"], key
+            assert now[key]["template"] == before["template"], key
+
+
+def test_a_spec_change_of_its_pods_rolls_only_that_database_onto_this_versions_pods(
+    upgrades: Upgrades,
+) -> None:
+    upgrade = upgrades.of(FIRST_COMPLETE)
+    cluster, namespace = upgrades.cluster, upgrade.namespace
+    current = upgrades.operator("spec-change.log", namespace, None)
+    # A change its pods do not read (the PVC's owner) keeps them as they are.
+    changed = cluster.patch_db(namespace, "mysql-kept", {"spec": {"deletionPolicy": "Delete"}})
+    wait_for(
+        lambda: (
+            cluster.get_db(namespace, "mysql-kept")["status"]["observedGeneration"]
+            == changed["metadata"]["generation"]
+        ),
+        what="mysql-kept's change reconciled",
+    )
+    cluster.patch_db(namespace, "pg-scratch", {"spec": {"parameters": {"max_connections": "50"}}})
+    wait_for(
+        lambda: role_of(cluster, namespace, "pg-scratch") == "primary",
+        what="pg-scratch's pods on this version's template",
+    )
+    others_untouched(upgrade, snapshot(cluster, namespace), {"pg-scratch"})
+    after = snapshot(cluster, namespace)["Deployment/mysql-kept"]
+    assert after["generation"] == upgrade.before["Deployment/mysql-kept"]["generation"]
+    assert current.stop() == 0, current.log_text()[-3000:]
+
+
+def test_the_upgrade_pods_annotation_rolls_only_that_database_onto_this_versions_pods(
+    upgrades: Upgrades,
+) -> None:
+    upgrade = upgrades.of(FIRST_COMPLETE)
+    cluster, namespace = upgrades.cluster, upgrade.namespace
+    current = upgrades.operator("upgrade-pods.log", namespace, None)
+    assert role_of(cluster, namespace, "redis-scratch") is None
+    cluster.patch_db(
+        namespace, "redis-scratch", {"metadata": {"annotations": {UPGRADE_PODS: "true"}}}
+    )
+    wait_for(
+        lambda: role_of(cluster, namespace, "redis-scratch") == "primary",
+        what="redis-scratch's pods on this version's template",
+    )
+    service = cluster.core.read_namespaced_service("redis-scratch", namespace)
+    assert service.spec.selector[ROLE_LABEL] == "primary"
+    others_untouched(upgrade, snapshot(cluster, namespace), {"pg-scratch", "redis-scratch"})
+    assert current.stop() == 0, current.log_text()[-3000:]
