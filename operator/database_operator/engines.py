@@ -22,6 +22,28 @@ class Engine(StrEnum):
 
 
 @dataclass(frozen=True)
+class ExporterFacts:
+    """The Prometheus community exporter that runs beside the engine when monitoring is on.
+
+    The image is pinned to the release whose flags, environment and metric names the tests prove
+    with Debian's build of that release (tests/exporters.py); spec.monitoring.image overrides.
+    """
+
+    image: str
+    #: The port the exporter serves /metrics on (its conventional one).
+    port: int
+    #: Exporter env var -> key of the credentials Secret it is read from.
+    secret_env: dict[str, str]
+    #: Plain env vars, after the secret ones: ``{port}`` is the engine's port; ``$(VAR)`` names
+    #: a secret one and is expanded by the kubelet, so no value is ever stored in the pod spec.
+    env: dict[str, str]
+    #: The flag that sets the exporter's listen address.
+    listen_flag: str = "--web.listen-address"
+    #: Further command-line flags (never a credential).
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EngineFacts:
     """What the operator needs to know to run one engine from its official image."""
 
@@ -69,6 +91,8 @@ class EngineFacts:
     major_upgrade_steps: int | None = 0
     #: What to do instead of a version change the engine cannot make on its data.
     major_upgrade_path: str = ""
+    #: The metrics exporter of spec.monitoring.
+    exporter: ExporterFacts | None = None
 
 
 ENGINES: dict[Engine, EngineFacts] = {
@@ -108,6 +132,13 @@ ENGINES: dict[Engine, EngineFacts] = {
         binding_type="postgresql",
         uri_scheme="postgresql",
         jdbc_scheme="postgresql",
+        # The official image makes POSTGRES_USER a superuser: it may read every statistic.
+        exporter=ExporterFacts(
+            image="quay.io/prometheuscommunity/postgres-exporter:v0.11.1",
+            port=9187,
+            secret_env={"DATA_SOURCE_USER": "username", "DATA_SOURCE_PASS": "password"},
+            env={"DATA_SOURCE_URI": "127.0.0.1:{port}/postgres?sslmode=disable"},
+        ),
     ),
     Engine.MYSQL: EngineFacts(
         image="docker.io/library/mysql",
@@ -145,6 +176,15 @@ ENGINES: dict[Engine, EngineFacts] = {
         binding_type="mysql",
         uri_scheme="mysql",
         jdbc_scheme="mysql",
+        # root (MYSQL_ROOT_PASSWORD is the Secret's password) holds PROCESS and REPLICATION
+        # CLIENT, which the application user lacks. The driver splits the DSN at its last '@'
+        # and last '/', so any password fits.
+        exporter=ExporterFacts(
+            image="docker.io/prom/mysqld-exporter:v0.14.0",
+            port=9104,
+            secret_env={"MYSQL_EXPORTER_PASSWORD": "password"},
+            env={"DATA_SOURCE_NAME": "root:$(MYSQL_EXPORTER_PASSWORD)@(127.0.0.1:{port})/"},
+        ),
     ),
     Engine.REDIS: EngineFacts(
         image="docker.io/library/redis",
@@ -179,6 +219,12 @@ ENGINES: dict[Engine, EngineFacts] = {
         uri_scheme="redis",
         has_database=False,
         binding_username="default",
+        exporter=ExporterFacts(
+            image="docker.io/oliver006/redis_exporter:v1.45.0",
+            port=9121,
+            secret_env={"REDIS_PASSWORD": "password"},
+            env={"REDIS_ADDR": "redis://127.0.0.1:{port}"},
+        ),
     ),
 }
 

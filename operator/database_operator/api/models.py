@@ -154,6 +154,32 @@ class ResourceRequirements(_Model):
     )
 
 
+class Monitoring(_Model):
+    """A Prometheus metrics exporter beside the engine in every pod of the Database."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Run the engine's community exporter (postgres_exporter, mysqld_exporter, "
+        "redis_exporter) in each pod, serving /metrics on the port named `metrics` of the pods "
+        "and the Services. Turning it on or off rolls the pods.",
+    )
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The exporter's image, instead of the pinned release the operator is "
+        "tested with ("
+        + "; ".join(
+            f"{engine}: {facts.exporter.image}"
+            for engine, facts in ENGINES.items()
+            if facts.exporter is not None
+        )
+        + ").",
+    )
+    resources: ResourceRequirements | None = Field(
+        default=None, description="Compute resources of the exporter container."
+    )
+
+
 class CredentialsSecretRef(_Model):
     """A Secret in the Database's namespace that holds the engine's credentials."""
 
@@ -351,6 +377,10 @@ class DatabaseSpec(_Model):
     service_annotations: dict[str, str] | None = Field(
         default=None,
         description="Annotations on the Services, e.g. for a cloud load balancer.",
+    )
+    monitoring: Monitoring | None = Field(
+        default=None,
+        description="Metrics of the database itself: an exporter sidecar Prometheus scrapes.",
     )
     backup: BackupPolicy | None = Field(
         default=None,
