@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from database_operator import alerts, rbac
+from database_operator import alerts, dashboards, rbac
 from database_operator.api.crd import backup_crd_yaml, crd_yaml
 from database_operator.api.docs import api_markdown
 from database_operator.reasons import reasons_markdown
@@ -125,9 +125,25 @@ def generated() -> dict[Path, str]:
         ),
         CHART / "files/prometheus-rules.yaml": rules_header
         + rules_yaml({"groups": alerts.groups(docs)}),
+        **dashboard_files(),
         CHART / "README.md": chart_readme(
             (CHART / "Chart.yaml").read_text(), (CHART / "values.yaml").read_text()
         ),
+    }
+
+
+def dashboard_json(dashboard: object) -> str:
+    """A dashboard as Grafana exports it: sorted keys, two-space indent, a final newline."""
+    return json.dumps(dashboard, indent=2, sort_keys=True) + "\n"
+
+
+def dashboard_files() -> dict[Path, str]:
+    """The Grafana dashboards of dashboards.py: the chart's (its ConfigMaps read them) and
+    config/grafana's (kustomize's)."""
+    return {
+        folder / f"{name}.json": dashboard_json(dashboard)
+        for name, dashboard in dashboards.dashboards().items()
+        for folder in (CHART / "files/dashboards", ROOT / "config/grafana")
     }
 
 
