@@ -18,6 +18,10 @@ it: the API server does not answer, the CRDs are not served, or a watch request 
 failing (Kopf logs each failed attempt at ERROR, whatever the log level; a test pins the
 wording to the installed Kopf). /healthz stays 200: a restart would not bring the API server
 back.
+
+``WatchRestarts`` counts the watches of Databases and DatabaseBackups started again, for the
+metrics. Kopf has no hook for it; its watching logger says it, at DEBUG (read whatever the log
+level: the records below it are counted, then dropped as before).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import logging
 import random
 import signal
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -54,6 +59,12 @@ FAILED_ATTEMPT = ("Request attempt #",)
 FAILED = " failed; "
 #: How much of Kopf's message /readyz repeats.
 PROBLEM_CHARS = 300
+#: How Kopf words a watch-stream started ("Starting the watch-stream for databases.v1.<group>
+#: in 'ns'."), listed afresh after a 410 Gone ("Restarting …"), and a request that succeeded
+#: after failed attempts ("Request attempt #3 succeeded: GET <url>"). A test pins them.
+STARTING = "Starting the watch-stream for "
+RESTARTING = "Restarting the watch-stream for "
+SUCCEEDED = " succeeded: GET "
 
 
 class Endless:
@@ -118,6 +129,77 @@ class Watching(logging.Handler):
         """Hear Kopf's failed watch attempts (ERROR records: seen at any log level)."""
         logging.getLogger(KOPF_WATCHING_LOGGER).addHandler(self)
         return self
+
+
+class WatchRestarts(logging.Filter):
+    """Counts the watches of ``resources`` (plurals of our group) started again after they ended
+    or failed, from the records of Kopf's watching logger:
+
+    - a watch-stream started for a resource and namespace it was started for before: Kopf run
+      anew (the CRDs re-created), or its watcher started again;
+    - a watch request that succeeded after failed attempts: the API server was away;
+    - a watch-stream listed afresh because its resourceVersion expired (410 Gone).
+
+    A watch the API server ends on time (every few minutes) and that resumes at once from its
+    resourceVersion is routine, and says nothing in the log: not counted.
+
+    A filter on the logger, which is set to DEBUG: it reads every record, and lets through only
+    those at the root logger's level or above, as the logger would have without it.
+    """
+
+    def __init__(self, resources: tuple[str, ...], on_restart: Callable[[str], None]) -> None:
+        super().__init__()
+        self.resources = resources
+        self.on_restart = on_restart
+        self._started: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.DEBUG and (restarted := self.restarted(record.getMessage())):
+            self.on_restart(restarted)
+        return logging.getLogger().isEnabledFor(record.levelno)
+
+    def restarted(self, message: str) -> str | None:
+        """The resource whose watch ``message`` says was started again (None: none of ours)."""
+        if message.startswith(STARTING):
+            resource, _, where = message.removeprefix(STARTING).partition(" ")
+            plural = self._ours(resource)
+            if plural is None or (resource, where) in self._started:
+                return plural
+            self._started.add((resource, where))
+            return None
+        if message.startswith(RESTARTING):
+            return self._ours(message.removeprefix(RESTARTING).partition(" ")[0])
+        if message.startswith(FAILED_ATTEMPT) and SUCCEEDED in message:
+            url = urllib.parse.urlsplit(message.partition(SUCCEEDED)[2].strip())
+            if urllib.parse.parse_qs(url.query).get("watch") == ["true"]:
+                return self._from_path(url.path)
+        return None
+
+    def _ours(self, resource: str) -> str | None:
+        """The plural of Kopf's ``<plural>.<version>.<group>``, if it is one of ours."""
+        plural, _, rest = resource.partition(".")
+        group = rest.partition(".")[2]
+        return plural if group == GROUP and plural in self.resources else None
+
+    def _from_path(self, path: str) -> str | None:
+        """The plural of a watch URL's path: /apis/<group>/<version>/[namespaces/<ns>/]<plural>."""
+        parts = path.strip("/").split("/")
+        if parts[:2] != ["apis", GROUP] or parts[-1] not in self.resources:
+            return None
+        return parts[-1]
+
+    def following_kopf(self) -> WatchRestarts:
+        """Read Kopf's watching logger's records, DEBUG included."""
+        logger = logging.getLogger(KOPF_WATCHING_LOGGER)
+        logger.addFilter(self)
+        logger.setLevel(logging.DEBUG)
+        return self
+
+    def stop_following(self) -> None:
+        logger = logging.getLogger(KOPF_WATCHING_LOGGER)
+        logger.removeFilter(self)
+        if not any(isinstance(found, WatchRestarts) for found in logger.filters):
+            logger.setLevel(logging.NOTSET)
 
 
 def handle_signals(stopping: asyncio.Event, on: bool) -> None:

@@ -23,6 +23,7 @@ from database_operator.lifecycle import (
     RETRY_S,
     Supervisor,
     Watching,
+    WatchRestarts,
 )
 from tests.aio import synchronously
 
@@ -62,6 +63,77 @@ def test_kopf_still_words_a_failed_attempt_as_the_readiness_expects() -> None:
     # Read from the installed Kopf's source: a release that rewords it must fail here.
     source = (Path(kopf.__file__).parent / "_cogs" / "clients" / "api.py").read_text()
     assert 'logger.error(f"Request attempt {idx} failed; will retry: {what}' in source
+
+
+OURS = ("databases", "databasebackups")
+WATCH_URL = (
+    "https://127.0.0.1:6443/apis/databases.example.com/v1/namespaces/shop/databases"
+    "?watch=true&allowWatchBookmarks=true&resourceVersion=42&timeoutSeconds=300"
+)
+
+
+def test_watch_restarts_count_only_ours_started_again() -> None:
+    counted: list[str] = []
+    restarts = WatchRestarts(OURS, counted.append)
+    said = [
+        "Starting the watch-stream for databases.v1.databases.example.com in 'shop'.",
+        "Starting the watch-stream for databasebackups.v1.databases.example.com in 'shop'.",
+        "Starting the watch-stream for databases.v1.databases.example.com in 'other'.",
+        "Starting the watch-stream for deployments.v1.apps in 'shop'.",
+        # Kopf run anew (the CRDs re-created): the same watches start again.
+        "Starting the watch-stream for databases.v1.databases.example.com in 'shop'.",
+        "Starting the watch-stream for deployments.v1.apps in 'shop'.",
+        # A watch established again after the API server was away; a listing is not a watch.
+        f"Request attempt #7 succeeded: GET {WATCH_URL}",
+        "Request attempt #2 succeeded: GET https://k8s/apis/databases.example.com/v1/"
+        "namespaces/shop/databasebackups?limit=250",
+        "Request attempt #2 succeeded: GET https://k8s/apis/apps/v1/deployments?watch=true",
+        "Request attempt #2: GET https://k8s/apis/databases.example.com/v1/databases?watch=true",
+        # Listed afresh: its resourceVersion was too old.
+        "Restarting the watch-stream for databasebackups.v1.databases.example.com cluster-wide.",
+        "Stopping the watch-stream for databases.v1.databases.example.com in 'shop'.",
+    ]
+    for message in said:
+        restarts.filter(
+            logging.LogRecord(KOPF_WATCHING_LOGGER, logging.DEBUG, "", 0, message, None, None)
+        )
+    assert counted == ["databases", "databases", "databasebackups"]
+
+
+def test_kopfs_debug_records_are_counted_but_still_not_logged_above_debug() -> None:
+    counted: list[str] = []
+    seen: list[logging.LogRecord] = []
+    root = logging.getLogger()
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    restarts = WatchRestarts(OURS, counted.append).following_kopf()
+    kopf_logger = logging.getLogger(KOPF_WATCHING_LOGGER)
+    try:
+        kopf_logger.debug(f"Request attempt #3 succeeded: GET {WATCH_URL}")
+        kopf_logger.error("Request attempt #2 failed; will retry: GET x -> Error()")
+        root.setLevel(logging.DEBUG)
+        kopf_logger.debug("Starting the watch-stream for deployments.v1.apps in 'shop'.")
+    finally:
+        restarts.stop_following()
+        root.removeHandler(handler)
+        root.setLevel(level)
+    assert counted == ["databases"]
+    assert [record.levelno for record in seen] == [logging.ERROR, logging.DEBUG]
+    assert kopf_logger.level == logging.NOTSET and restarts not in kopf_logger.filters
+
+
+def test_kopf_still_words_its_watch_starts_as_the_restart_count_expects() -> None:
+    # Read from the installed Kopf's source: a release that rewords them must fail here.
+    clients = Path(kopf.__file__).parent / "_cogs" / "clients"
+    watching = (clients / "watching.py").read_text()
+    assert 'logger.debug(f"Starting the watch-stream for {resource} {where}{how}.")' in watching
+    assert 'logger.debug(f"Restarting the watch-stream for {resource} {where}.")' in watching
+    api = (clients / "api.py").read_text()
+    assert 'logger.debug(f"Request attempt {idx} succeeded: {what}")' in api
+    assert 'what = f"{method.upper()} {url}"' in api
 
 
 class FakeDiscovery:
