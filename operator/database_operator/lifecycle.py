@@ -131,6 +131,15 @@ class Watching(logging.Handler):
         return self
 
 
+#: A watch listed afresh (410 Gone) this soon after it was established again is the same
+#: restart: a watch resumed after an outage is often told at once that its resourceVersion is
+#: too old for the new API server.
+SAME_RESTART_S = 5.0
+
+#: A watch: its resource's plural, and where (Kopf's words: "in 'ns'" or "cluster-wide").
+WatchKey = tuple[str, str]
+
+
 class WatchRestarts(logging.Filter):
     """Counts the watches of ``resources`` (plurals of our group) started again after they ended
     or failed, from the records of Kopf's watching logger:
@@ -138,7 +147,8 @@ class WatchRestarts(logging.Filter):
     - a watch-stream started for a resource and namespace it was started for before: Kopf run
       anew (the CRDs re-created), or its watcher started again;
     - a watch request that succeeded after failed attempts: the API server was away;
-    - a watch-stream listed afresh because its resourceVersion expired (410 Gone).
+    - a watch-stream listed afresh because its resourceVersion expired (410 Gone), unless that
+      came right after the watch was established again (one restart, not two).
 
     A watch the API server ends on time (every few minutes) and that resumes at once from its
     resourceVersion is routine, and says nothing in the log: not counted.
@@ -151,42 +161,60 @@ class WatchRestarts(logging.Filter):
         super().__init__()
         self.resources = resources
         self.on_restart = on_restart
-        self._started: set[tuple[str, str]] = set()
+        self._started: set[WatchKey] = set()
+        #: When each watch was last established again after failed attempts (record time).
+        self._reconnected: dict[WatchKey, float] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.DEBUG and (restarted := self.restarted(record.getMessage())):
-            self.on_restart(restarted)
+        if record.levelno == logging.DEBUG:
+            restarted = self.restarted(record.getMessage(), record.created)
+            if restarted is not None:
+                self.on_restart(restarted)
         return logging.getLogger().isEnabledFor(record.levelno)
 
-    def restarted(self, message: str) -> str | None:
-        """The resource whose watch ``message`` says was started again (None: none of ours)."""
+    def restarted(self, message: str, at: float) -> str | None:
+        """The resource whose watch ``message`` (logged at ``at``, seconds) says was started
+        again (None: none of ours, or not a restart)."""
         if message.startswith(STARTING):
-            resource, _, where = message.removeprefix(STARTING).partition(" ")
-            plural = self._ours(resource)
-            if plural is None or (resource, where) in self._started:
-                return plural
-            self._started.add((resource, where))
-            return None
-        if message.startswith(RESTARTING):
-            return self._ours(message.removeprefix(RESTARTING).partition(" ")[0])
-        if message.startswith(FAILED_ATTEMPT) and SUCCEEDED in message:
-            url = urllib.parse.urlsplit(message.partition(SUCCEEDED)[2].strip())
-            if urllib.parse.parse_qs(url.query).get("watch") == ["true"]:
-                return self._from_path(url.path)
+            key = self._watch(message.removeprefix(STARTING))
+            if key is None:
+                return None
+            if key in self._started:
+                return key[0]
+            self._started.add(key)
+        elif message.startswith(RESTARTING):
+            key = self._watch(message.removeprefix(RESTARTING))
+            if key is None:
+                return None
+            reconnected = self._reconnected.pop(key, None)
+            if reconnected is None or at - reconnected >= SAME_RESTART_S:
+                return key[0]
+        elif message.startswith(FAILED_ATTEMPT) and SUCCEEDED in message:
+            key = self._watched_at(message.partition(SUCCEEDED)[2].strip())
+            if key is not None:
+                self._reconnected[key] = at
+                return key[0]
         return None
 
-    def _ours(self, resource: str) -> str | None:
-        """The plural of Kopf's ``<plural>.<version>.<group>``, if it is one of ours."""
+    def _watch(self, said: str) -> WatchKey | None:
+        """Kopf's ``<plural>.<version>.<group> <where>.``, if the resource is one of ours."""
+        resource, _, where = said.partition(" ")
         plural, _, rest = resource.partition(".")
-        group = rest.partition(".")[2]
-        return plural if group == GROUP and plural in self.resources else None
-
-    def _from_path(self, path: str) -> str | None:
-        """The plural of a watch URL's path: /apis/<group>/<version>/[namespaces/<ns>/]<plural>."""
-        parts = path.strip("/").split("/")
-        if parts[:2] != ["apis", GROUP] or parts[-1] not in self.resources:
+        if rest.partition(".")[2] != GROUP or plural not in self.resources:
             return None
-        return parts[-1]
+        return plural, where.removesuffix(".")
+
+    def _watched_at(self, url: str) -> WatchKey | None:
+        """The watch of a watch request's URL: /apis/<group>/<version>/[namespaces/<ns>/]<plural>
+        ?watch=true (a listing is not a watch)."""
+        parts = urllib.parse.urlsplit(url)
+        if urllib.parse.parse_qs(parts.query).get("watch") != ["true"]:
+            return None
+        path = parts.path.strip("/").split("/")
+        if path[:2] != ["apis", GROUP] or path[-1] not in self.resources:
+            return None
+        where = f"in {path[4]!r}" if len(path) == 6 and path[3] == "namespaces" else "cluster-wide"
+        return path[-1], where
 
     def following_kopf(self) -> WatchRestarts:
         """Read Kopf's watching logger's records, DEBUG included."""

@@ -21,6 +21,7 @@ from database_operator.lifecycle import (
     KOPF_WATCHING_LOGGER,
     RETRY_JITTER,
     RETRY_S,
+    SAME_RESTART_S,
     Supervisor,
     Watching,
     WatchRestarts,
@@ -72,6 +73,12 @@ WATCH_URL = (
 )
 
 
+def kopf_debug(restarts: WatchRestarts, message: str, at: float = 0.0) -> None:
+    record = logging.LogRecord(KOPF_WATCHING_LOGGER, logging.DEBUG, "", 0, message, None, None)
+    record.created = at
+    restarts.filter(record)
+
+
 def test_watch_restarts_count_only_ours_started_again() -> None:
     counted: list[str] = []
     restarts = WatchRestarts(OURS, counted.append)
@@ -83,8 +90,7 @@ def test_watch_restarts_count_only_ours_started_again() -> None:
         # Kopf run anew (the CRDs re-created): the same watches start again.
         "Starting the watch-stream for databases.v1.databases.example.com in 'shop'.",
         "Starting the watch-stream for deployments.v1.apps in 'shop'.",
-        # A watch established again after the API server was away; a listing is not a watch.
-        f"Request attempt #7 succeeded: GET {WATCH_URL}",
+        # A listing is not a watch, a retry is not a success, a child's watch is not ours.
         "Request attempt #2 succeeded: GET https://k8s/apis/databases.example.com/v1/"
         "namespaces/shop/databasebackups?limit=250",
         "Request attempt #2 succeeded: GET https://k8s/apis/apps/v1/deployments?watch=true",
@@ -94,10 +100,23 @@ def test_watch_restarts_count_only_ours_started_again() -> None:
         "Stopping the watch-stream for databases.v1.databases.example.com in 'shop'.",
     ]
     for message in said:
-        restarts.filter(
-            logging.LogRecord(KOPF_WATCHING_LOGGER, logging.DEBUG, "", 0, message, None, None)
-        )
-    assert counted == ["databases", "databases", "databasebackups"]
+        kopf_debug(restarts, message)
+    assert counted == ["databases", "databasebackups"]
+
+
+def test_a_watch_back_after_an_outage_is_one_restart_though_it_is_then_listed_afresh() -> None:
+    counted: list[str] = []
+    restarts = WatchRestarts(OURS, counted.append)
+    # Established again after its failed attempts, the new API server says 410 Gone at once.
+    kopf_debug(restarts, f"Request attempt #7 succeeded: GET {WATCH_URL}", at=100.0)
+    restarts_for_shop = "Restarting the watch-stream for databases.v1.databases.example.com"
+    kopf_debug(restarts, f"{restarts_for_shop} in 'shop'.", at=100.01)
+    assert counted == ["databases"]
+    # A 410 later on is a restart of its own.
+    kopf_debug(restarts, f"{restarts_for_shop} in 'shop'.", at=100.02)
+    kopf_debug(restarts, f"Request attempt #2 succeeded: GET {WATCH_URL}", at=700.0)
+    kopf_debug(restarts, f"{restarts_for_shop} in 'shop'.", at=700.0 + SAME_RESTART_S)
+    assert counted == ["databases"] * 4
 
 
 def test_kopfs_debug_records_are_counted_but_still_not_logged_above_debug() -> None:
