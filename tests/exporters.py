@@ -88,9 +88,10 @@ BINARIES = {
     Engine.MYSQL: "prometheus-mysqld-exporter",
     Engine.REDIS: "prometheus-redis-exporter",
 }
-#: What a user's own Secret may hold and a DSN must survive: URL and DSN delimiters, a percent
-#: sign, and a ``$(...)`` the kubelet must not expand again once substituted.
-AWKWARD = "@:/$%$(HOME)"
+#: What a user's own Secret may hold and a DSN must survive: URL and DSN delimiters (a '?'
+#: broke mysqld_exporter's DSN), a percent sign, and a ``$(...)`` the kubelet must not expand
+#: again once substituted.
+AWKWARD = "@:/?$%$(HOME)"
 
 # --- the kubelet's resolution of a container's env and args --------------------------------------
 

@@ -178,12 +178,14 @@ ENGINES: dict[Engine, EngineFacts] = {
         jdbc_scheme="mysql",
         # root (MYSQL_ROOT_PASSWORD is the Secret's password) holds PROCESS and REPLICATION
         # CLIENT, which the application user lacks. The driver splits the DSN at its last '@'
-        # and last '/', so any password fits.
+        # and last '/', so any password fits; the trailing '?' because the exporter appends
+        # its own parameters with '&' whenever the DSN holds a '?' anywhere (a password's
+        # included), which without it would name a database.
         exporter=ExporterFacts(
             image="docker.io/prom/mysqld-exporter:v0.14.0",
             port=9104,
             secret_env={"MYSQL_EXPORTER_PASSWORD": "password"},
-            env={"DATA_SOURCE_NAME": "root:$(MYSQL_EXPORTER_PASSWORD)@(127.0.0.1:{port})/"},
+            env={"DATA_SOURCE_NAME": "root:$(MYSQL_EXPORTER_PASSWORD)@(127.0.0.1:{port})/?"},
         ),
     ),
     Engine.REDIS: EngineFacts(
