@@ -230,9 +230,10 @@ class Fleet:
     """The running servers and their exporters."""
 
     targets: list[Target]
-    secrets: dict[str, dict[str, str]]
+    #: Left out of the repr: a failing test prints its fixtures.
+    secrets: dict[str, dict[str, str]] = field(repr=False)
     folder: Path
-    databases: dict[Engine, Database] = field(default_factory=dict)
+    databases: dict[Engine, Database] = field(default_factory=dict, repr=False)
     loaded: int = 0
 
     def target(self, engine: Engine, role: str = PRIMARY) -> Target:
