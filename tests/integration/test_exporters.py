@@ -71,6 +71,7 @@ CONTRACT_METRICS: dict[Engine, tuple[str, ...]] = {
         "mysql_global_variables_max_connections",
         "mysql_global_status_queries",
         "mysql_global_status_innodb_buffer_pool_bytes_data",
+        "mysql_info_schema_table_size",
     ),
     Engine.REDIS: (
         "redis_up",
@@ -218,6 +219,16 @@ def test_the_database_series_cover_the_applications_data(
     app = exporter_fleet.credentials(Engine.POSTGRES)["username"]
     pg = scraped(exporter_fleet.target(Engine.POSTGRES))
     assert any(labels["datname"] == app and v > 0 for labels, v in pg["pg_database_size_bytes"])
+    # MySQL's tables of the application's database (named after the user), and of no other
+    # schema (`sys` would add hundreds of series).
+    my = scraped(exporter_fleet.target(Engine.MYSQL))
+    sizes = {
+        (labels["schema"], labels["table"], labels["component"])
+        for labels, _ in my["mysql_info_schema_table_size"]
+    }
+    database = exporter_fleet.credentials(Engine.MYSQL)["username"]
+    assert (database, "products", "data_length") in sizes, sizes
+    assert {schema for schema, _, _ in sizes} == {database}
     redis = scraped(exporter_fleet.target(Engine.REDIS))
     assert dict((labels["db"], v) for labels, v in redis["redis_db_keys"])["db0"] > 0
 
