@@ -64,7 +64,7 @@ seaweedfs: ## Build SeaweedFS's weed (cached in ~/.cache) into bin/: the S3 obje
 	@hack/go-tool.sh seaweedfs >/dev/null
 
 .PHONY: engines
-engines: ## Make sure PostgreSQL, Redis and MariaDB exist (Debian's packages) for the replication and backup recipe tests.
+engines: ## Make sure PostgreSQL, Redis, MariaDB and their metrics exporters exist (Debian's packages) for the replication, backup recipe and exporter tests.
 	hack/install-engines.sh
 
 .PHONY: lock

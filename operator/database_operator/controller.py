@@ -25,14 +25,14 @@ from datetime import datetime
 
 from database_operator import tracing
 from database_operator.api.backup import BACKUP_KIND
-from database_operator.api.models import KIND, Database
+from database_operator.api.models import KIND, Database, DatabaseStatus, Phase
 from database_operator.backups.controller import BackupController, work_on
 from database_operator.cache import CachedKube, ObjectCache, newer, stripped, version
 from database_operator.config import Settings, is_exact
 from database_operator.kube import ApiError, Kube, NotLeadingError, object_at
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
-from database_operator.metrics import BackupFacts, Metrics
+from database_operator.metrics import API_ERROR, UNEXPECTED_ERROR, BackupFacts, Metrics
 from database_operator.ownership import controller_of, owner_key
 from database_operator.reasons import Problem, Reason
 from database_operator.reconcile import (
@@ -49,7 +49,7 @@ from database_operator.reconcile import (
     write_status,
 )
 from database_operator.selection import child_selector, database_selector
-from database_operator.status import Outcome
+from database_operator.status import DEGRADED, Outcome
 from database_operator.workqueue import WorkQueue
 
 #: Stale reads in a row (a write refused because the object changed since it was read) that are
@@ -71,6 +71,17 @@ SCHEDULED = frozenset({"resync", "retry", "resume", "audit", "schedule", "leader
 #: The children the watches deliver whole (by our label): read from the cache, not the server.
 #: Jobs take and restore backups.
 WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim", "Job")
+
+
+def failure_reason(status: DatabaseStatus) -> str | None:
+    """Why a reconcile that left its Database Failed or Degraded did (the Degraded condition's
+    reason: for Failed, the failure's); None for any other phase."""
+    if status.phase not in (Phase.FAILED, Phase.DEGRADED):
+        return None
+    for condition in status.conditions or ():
+        if condition.type == DEGRADED:
+            return str(condition.reason)
+    return None
 
 
 def span_attributes(key: Key, body: Manifest, trigger: str) -> dict[str, str | int]:
@@ -111,7 +122,11 @@ class Controller:
     backups: BackupController = field(init=False)
 
     def __post_init__(self) -> None:
-        self.queue = WorkQueue(base_delay=RETRY_BASE_S, max_delay=self.settings.retry_max_delay)
+        self.queue = WorkQueue(
+            base_delay=RETRY_BASE_S,
+            max_delay=self.settings.retry_max_delay,
+            on_wait=self.metrics.workqueue_wait.observe,
+        )
         self.client = CachedKube(self.kube, self.children)
         self.backups = BackupController(
             self.kube,
@@ -127,6 +142,7 @@ class Controller:
         # The gauge follows the gate itself, read at scrape time from the metrics thread (an
         # Event's flag is a plain bool: the read needs no lock).
         self.metrics.active.set_function(lambda: float(self.active.is_set()))
+        self.metrics.workqueue_depth.set_function(lambda: float(len(self.queue)))
 
     # --- what the watches tell ------------------------------------------------------------------
 
@@ -437,7 +453,8 @@ class Controller:
     async def _failed(self, key: Key, trigger: str, error: Exception) -> None:
         delay, failures = self.queue.backoff(key)
         self.queue.schedule(key, delay, "retry")
-        self.metrics.reconciles.labels("error").inc()
+        self.metrics.reconciled("error").inc()
+        self.metrics.failed(API_ERROR if isinstance(error, ApiError) else UNEXPECTED_ERROR).inc()
         if isinstance(error, ApiError) and error.namespace_terminating:
             # The namespace is being deleted, and its Databases with it: expected, not an error.
             get_logger().info(
@@ -483,7 +500,9 @@ class Controller:
 
     def _record(self, key: Key, trigger: str, result: Result, started: float) -> None:
         metrics = self.metrics
-        metrics.reconciles.labels(result.result).inc()
+        metrics.reconciled(result.result).inc()
+        if (reason := failure_reason(result.status)) is not None:
+            metrics.failed(reason).inc()
         if result.status_written:
             metrics.status_updates.inc()
         for kind in result.drift:

@@ -39,7 +39,8 @@ class ExporterFacts:
     env: dict[str, str]
     #: The flag that sets the exporter's listen address.
     listen_flag: str = "--web.listen-address"
-    #: Further command-line flags (never a credential).
+    #: Further command-line flags (never a credential); ``$(VAR)`` names an env var above,
+    #: expanded by the kubelet.
     args: tuple[str, ...] = ()
 
 
@@ -178,12 +179,25 @@ ENGINES: dict[Engine, EngineFacts] = {
         jdbc_scheme="mysql",
         # root (MYSQL_ROOT_PASSWORD is the Secret's password) holds PROCESS and REPLICATION
         # CLIENT, which the application user lacks. The driver splits the DSN at its last '@'
-        # and last '/', so any password fits.
+        # and last '/', so any password fits; the trailing '?' because the exporter appends
+        # its own parameters with '&' whenever the DSN holds a '?' anywhere (a password's
+        # included), which without it would name a database.
         exporter=ExporterFacts(
             image="docker.io/prom/mysqld-exporter:v0.14.0",
             port=9104,
-            secret_env={"MYSQL_EXPORTER_PASSWORD": "password"},
-            env={"DATA_SOURCE_NAME": "root:$(MYSQL_EXPORTER_PASSWORD)@(127.0.0.1:{port})/"},
+            secret_env={
+                "MYSQL_EXPORTER_PASSWORD": "password",
+                "MYSQL_EXPORTER_DATABASE": "username",
+            },
+            env={"DATA_SOURCE_NAME": "root:$(MYSQL_EXPORTER_PASSWORD)@(127.0.0.1:{port})/?"},
+            # The tables' sizes (mysql_info_schema_table_size{schema,table,component}): the only
+            # size this release serves, and off by default; of the application's database (the
+            # image's MYSQL_DATABASE, named after the user), not of every schema: `sys` alone
+            # would add five series for each of its hundred views.
+            args=(
+                "--collect.info_schema.tables",
+                "--collect.info_schema.tables.databases=$(MYSQL_EXPORTER_DATABASE)",
+            ),
         ),
     ),
     Engine.REDIS: EngineFacts(

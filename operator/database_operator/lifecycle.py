@@ -18,6 +18,10 @@ it: the API server does not answer, the CRDs are not served, or a watch request 
 failing (Kopf logs each failed attempt at ERROR, whatever the log level; a test pins the
 wording to the installed Kopf). /healthz stays 200: a restart would not bring the API server
 back.
+
+``WatchRestarts`` counts the watches of Databases and DatabaseBackups started again, for the
+metrics. Kopf has no hook for it; its watching logger says it, at DEBUG (read whatever the log
+level: the records below it are counted, then dropped as before).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import logging
 import random
 import signal
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -54,6 +59,12 @@ FAILED_ATTEMPT = ("Request attempt #",)
 FAILED = " failed; "
 #: How much of Kopf's message /readyz repeats.
 PROBLEM_CHARS = 300
+#: How Kopf words a watch-stream started ("Starting the watch-stream for databases.v1.<group>
+#: in 'ns'."), listed afresh after a 410 Gone ("Restarting …"), and a request that succeeded
+#: after failed attempts ("Request attempt #3 succeeded: GET <url>"). A test pins them.
+STARTING = "Starting the watch-stream for "
+RESTARTING = "Restarting the watch-stream for "
+SUCCEEDED = " succeeded: GET "
 
 
 class Endless:
@@ -118,6 +129,105 @@ class Watching(logging.Handler):
         """Hear Kopf's failed watch attempts (ERROR records: seen at any log level)."""
         logging.getLogger(KOPF_WATCHING_LOGGER).addHandler(self)
         return self
+
+
+#: A watch listed afresh (410 Gone) this soon after it was established again is the same
+#: restart: a watch resumed after an outage is often told at once that its resourceVersion is
+#: too old for the new API server.
+SAME_RESTART_S = 5.0
+
+#: A watch: its resource's plural, and where (Kopf's words: "in 'ns'" or "cluster-wide").
+WatchKey = tuple[str, str]
+
+
+class WatchRestarts(logging.Filter):
+    """Counts the watches of ``resources`` (plurals of our group) started again after they ended
+    or failed, from the records of Kopf's watching logger:
+
+    - a watch-stream started for a resource and namespace it was started for before: Kopf run
+      anew (the CRDs re-created), or its watcher started again;
+    - a watch request that succeeded after failed attempts: the API server was away;
+    - a watch-stream listed afresh because its resourceVersion expired (410 Gone), unless that
+      came right after the watch was established again (one restart, not two).
+
+    A watch the API server ends on time (every few minutes) and that resumes at once from its
+    resourceVersion is routine, and says nothing in the log: not counted.
+
+    A filter on the logger, which is set to DEBUG: it reads every record, and lets through only
+    those at the root logger's level or above, as the logger would have without it.
+    """
+
+    def __init__(self, resources: tuple[str, ...], on_restart: Callable[[str], None]) -> None:
+        super().__init__()
+        self.resources = resources
+        self.on_restart = on_restart
+        self._started: set[WatchKey] = set()
+        #: When each watch was last established again after failed attempts (record time).
+        self._reconnected: dict[WatchKey, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.DEBUG:
+            restarted = self.restarted(record.getMessage(), record.created)
+            if restarted is not None:
+                self.on_restart(restarted)
+        return logging.getLogger().isEnabledFor(record.levelno)
+
+    def restarted(self, message: str, at: float) -> str | None:
+        """The resource whose watch ``message`` (logged at ``at``, seconds) says was started
+        again (None: none of ours, or not a restart)."""
+        if message.startswith(STARTING):
+            key = self._watch(message.removeprefix(STARTING))
+            if key is None:
+                return None
+            if key in self._started:
+                return key[0]
+            self._started.add(key)
+        elif message.startswith(RESTARTING):
+            key = self._watch(message.removeprefix(RESTARTING))
+            if key is None:
+                return None
+            reconnected = self._reconnected.pop(key, None)
+            if reconnected is None or at - reconnected >= SAME_RESTART_S:
+                return key[0]
+        elif message.startswith(FAILED_ATTEMPT) and SUCCEEDED in message:
+            key = self._watched_at(message.partition(SUCCEEDED)[2].strip())
+            if key is not None:
+                self._reconnected[key] = at
+                return key[0]
+        return None
+
+    def _watch(self, said: str) -> WatchKey | None:
+        """Kopf's ``<plural>.<version>.<group> <where>.``, if the resource is one of ours."""
+        resource, _, where = said.partition(" ")
+        plural, _, rest = resource.partition(".")
+        if rest.partition(".")[2] != GROUP or plural not in self.resources:
+            return None
+        return plural, where.removesuffix(".")
+
+    def _watched_at(self, url: str) -> WatchKey | None:
+        """The watch of a watch request's URL: /apis/<group>/<version>/[namespaces/<ns>/]<plural>
+        ?watch=true (a listing is not a watch)."""
+        parts = urllib.parse.urlsplit(url)
+        if urllib.parse.parse_qs(parts.query).get("watch") != ["true"]:
+            return None
+        path = parts.path.strip("/").split("/")
+        if path[:2] != ["apis", GROUP] or path[-1] not in self.resources:
+            return None
+        where = f"in {path[4]!r}" if len(path) == 6 and path[3] == "namespaces" else "cluster-wide"
+        return path[-1], where
+
+    def following_kopf(self) -> WatchRestarts:
+        """Read Kopf's watching logger's records, DEBUG included."""
+        logger = logging.getLogger(KOPF_WATCHING_LOGGER)
+        logger.addFilter(self)
+        logger.setLevel(logging.DEBUG)
+        return self
+
+    def stop_following(self) -> None:
+        logger = logging.getLogger(KOPF_WATCHING_LOGGER)
+        logger.removeFilter(self)
+        if not any(isinstance(found, WatchRestarts) for found in logger.filters):
+            logger.setLevel(logging.NOTSET)
 
 
 def handle_signals(stopping: asyncio.Event, on: bool) -> None:

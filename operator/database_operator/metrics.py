@@ -2,15 +2,19 @@
 
 Names follow Prometheus conventions: the ``database_operator_`` prefix, ``_total`` counters,
 base units (``_seconds``), string facts in an ``_info`` gauge, bounded label values (results,
-phases, child kinds and HTTP status codes — never object names).
+phases, reasons, child kinds, webhooks and HTTP status codes — and the namespace, never object
+names). Label values that repeat on the hot path are looked up once (``_Children``): a
+reconcile costs dict lookups, not ``labels()``'s validation and lock.
 """
 
 from __future__ import annotations
 
 import platform
 import threading
+from collections import Counter as Tally
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -21,11 +25,14 @@ from prometheus_client import (
     start_http_server,
 )
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from database_operator import __version__
-from database_operator.api.models import Phase
+from database_operator.api.backup import BACKUP_PLURAL
+from database_operator.api.models import PLURAL, Phase
 from database_operator.engines import Engine
+from database_operator.reasons import Reason
 
 PREFIX = "database_operator"
 #: Reconciles take milliseconds to a few seconds; a slow API server shows in the upper buckets.
@@ -37,11 +44,67 @@ BACKUP_DURATION_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7
 BACKUP_SIZE_BUCKETS = tuple(float(2**20 * 4**power) for power in range(11))
 CHILD_KINDS = ("Secret", "Deployment", "Service", "PersistentVolumeClaim")
 DROP_REASONS = ("queue_full", "export_failed")
+#: The reason counted for a reconcile that failed on an API call (retried), and for one that
+#: failed on anything else (a bug: the log has its traceback).
+API_ERROR = "ApiError"
+UNEXPECTED_ERROR = Reason.RECONCILE_ERROR.value
+#: The reasons a reconcile can end with in phase Failed or Degraded (the Degraded condition's
+#: reason), and those of errors: they start at zero. A unit test holds it to reasons.EXPLAINED.
+FAILURE_REASONS = (
+    Reason.CREDENTIALS_SECRET_NOT_FOUND,
+    Reason.CREDENTIALS_SECRET_INVALID,
+    Reason.CREDENTIALS_SECRET_LOST,
+    Reason.CHILD_NAME_CONFLICT,
+    Reason.DEPLOYMENT_REJECTED,
+    Reason.SERVICE_REJECTED,
+    Reason.SECRET_REJECTED,
+    Reason.PERSISTENT_VOLUME_CLAIM_REJECTED,
+    Reason.CHILD_NOT_CONVERGED,
+    Reason.RESTORE_FAILED,
+    Reason.RESTORE_SOURCE_NOT_FOUND,
+    Reason.RESTORE_SOURCE_NOT_COMPLETED,
+    Reason.RESTORE_SOURCE_INCOMPATIBLE,
+    Reason.DESTINATION_NOT_FOUND,
+    Reason.PRIMARY_UNAVAILABLE,
+    Reason.REPLICAS_UNAVAILABLE,
+    UNEXPECTED_ERROR,
+    API_ERROR,
+)
+#: The webhook endpoints: admission (Kopf's handler ids, webhooks/configuration.py) and
+#: conversion.
+WEBHOOKS = ("mutate", "validate", "convert")
+#: Time to answer a review: milliseconds; a slow API server (the validate webhook reads the
+#: namespace's Databases) shows in the upper buckets, the API server gives up at 5 s.
+WEBHOOK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+#: Time a Database waits for a worker: nothing, normally; a backlog after a start or a burst of
+#: changes shows in seconds to minutes.
+WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: The watches whose restarts are counted (lifecycle.WatchRestarts).
+WATCHED_RESOURCES = (PLURAL, BACKUP_PLURAL)
+
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+class _Children(Generic[M]):
+    """A metric's children by their one label value, each made (``labels()``) once."""
+
+    def __init__(self, metric: M, known: tuple[str, ...] = ()) -> None:
+        self._metric: M = metric
+        self._children: dict[str, M] = {value: metric.labels(value) for value in known}
+
+    def __call__(self, value: str) -> M:
+        child = self._children.get(value)
+        if child is None:
+            child = self._children[value] = self._metric.labels(value)
+        return child
 
 
 class _PhaseCollector(Collector):
-    """``database_operator_databases{phase}`` computed at scrape time from the last known phase
-    of each Database, so deletes and restarts (resume re-reports every object) keep it right."""
+    """``database_operator_databases{namespace, phase}`` computed at scrape time from the last
+    known phase of each Database, so deletes and restarts (resume re-reports every object) keep
+    it right. Every phase is served for each namespace that has Databases, 0 included, so
+    ``{phase="Failed"} > 0`` and rates work per namespace from the first scrape; a namespace
+    whose last Database is gone is no longer served."""
 
     def __init__(self) -> None:
         self._phases: dict[tuple[str, str], str] = {}
@@ -59,12 +122,15 @@ class _PhaseCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._lock:
-            phases = list(self._phases.values())
+            counts = Tally((namespace, phase) for (namespace, _), phase in self._phases.items())
         gauge = GaugeMetricFamily(
-            f"{PREFIX}_databases", "Databases by phase, as last reconciled.", labels=["phase"]
+            f"{PREFIX}_databases",
+            "Databases by namespace and phase, as last reconciled.",
+            labels=["namespace", "phase"],
         )
-        for phase in Phase:
-            gauge.add_metric([phase.value], phases.count(phase.value))
+        for namespace in sorted({namespace for namespace, _ in counts}):
+            for phase in Phase:
+                gauge.add_metric([namespace, phase.value], counts[namespace, phase.value])
         yield gauge
 
 
@@ -209,9 +275,49 @@ class Metrics:
         self.backups = _BackupCollector()
         self.registry.register(self.backups)
         self.registry.register(_BuildInfo())
-        # Known label values start at zero, so rate() and absent() behave from the first scrape.
-        for result in RESULTS:
-            self.reconciles.labels(result)
+        self.reconcile_failures = Counter(
+            f"{PREFIX}_reconcile_failures",
+            "Reconciles that ended in phase Failed or Degraded, by the Degraded condition's "
+            "reason, or in an error (ApiError: an API call failed; ReconcileError: anything "
+            "else), retried.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.workqueue_depth = Gauge(
+            f"{PREFIX}_workqueue_depth",
+            "Databases waiting for a worker to reconcile them (not those being reconciled or "
+            "scheduled for later).",
+            registry=self.registry,
+        )
+        self.workqueue_wait = Histogram(
+            f"{PREFIX}_workqueue_wait_seconds",
+            "Time a Database waited for a worker: from its event (or its resync or retry "
+            "coming due) to its reconcile's start.",
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.webhook_duration = Histogram(
+            f"{PREFIX}_webhook_duration_seconds",
+            "Time to answer an admission or conversion review, by webhook.",
+            ["webhook"],
+            buckets=WEBHOOK_BUCKETS,
+            registry=self.registry,
+        )
+        self.watch_restarts = Counter(
+            f"{PREFIX}_watch_restarts",
+            "Watches of the operator's resources started again after they ended or failed: "
+            "established again after failed attempts (an API server outage), listed afresh "
+            "(410 Gone), or started anew (the CRDs re-created). A watch the API server closes "
+            "on time and that resumes at once is not counted.",
+            ["resource"],
+            registry=self.registry,
+        )
+        # Known label values start at zero, so rate() and absent() behave from the first scrape;
+        # those counted per reconcile are looked up once.
+        self.reconciled = _Children(self.reconciles, RESULTS)
+        self.failed = _Children(self.reconcile_failures, FAILURE_REASONS)
+        self.webhook_answered = _Children(self.webhook_duration, WEBHOOKS)
+        self.watch_restarted = _Children(self.watch_restarts, WATCHED_RESOURCES)
         for kind in CHILD_KINDS:
             self.drift_corrections.labels(kind)
         for reason in DROP_REASONS:
@@ -219,6 +325,12 @@ class Metrics:
         for engine in Engine:
             self.backup_duration.labels(engine.value)
             self.backup_size.labels(engine.value)
+
+    def webhook_took(self, webhook: str, seconds: float) -> None:
+        """A review was answered. Only the webhooks served are label values: a request to any
+        other path (a typo, a scanner) is not one."""
+        if webhook in WEBHOOKS:
+            self.webhook_answered(webhook).observe(seconds)
 
     def serve(self, port: int, address: str = "0.0.0.0") -> None:  # noqa: S104 - a pod's port
         """Serve /metrics from a background thread."""

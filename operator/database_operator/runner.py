@@ -20,9 +20,9 @@ from database_operator.handlers import register
 from database_operator.health import Health
 from database_operator.kube import ApiError, Kube, new_api_client
 from database_operator.leader import LeaderElection, wait_for_earlier_peers
-from database_operator.lifecycle import Supervisor, Watching, required_resources
+from database_operator.lifecycle import Supervisor, Watching, WatchRestarts, required_resources
 from database_operator.logs import get_logger
-from database_operator.metrics import Metrics
+from database_operator.metrics import WATCHED_RESOURCES, Metrics
 from database_operator.webhooks.admission import Admission
 from database_operator.webhooks.keeper import Webhooks
 
@@ -211,7 +211,7 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     writer = kube.fenced(election.may_write) if election else kube
     recorder = EventRecorder(writer)
     controller = Controller(writer, settings, metrics, recorder.for_object)
-    webhooks = Webhooks(kube, settings) if settings.webhook_port else None
+    webhooks = Webhooks(kube, settings, metrics.webhook_took) if settings.webhook_port else None
     registry = register(
         controller,
         kopf.OperatorRegistry(),
@@ -225,6 +225,9 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
     watching = Watching().following_kopf()
+    restarts = WatchRestarts(
+        WATCHED_RESOURCES, lambda resource: metrics.watch_restarted(resource).inc()
+    ).following_kopf()
     health = Health(webhooks.server if webhooks else None, watching)
     health_runner = await health.serve(settings.health_port) if settings.health_port else None
     announce(settings, election, tracing.protocol() if traces else False)
@@ -258,5 +261,6 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
             with contextlib.suppress(Exception):
                 await health_runner.cleanup()
         kube.close()
+        restarts.stop_following()
         tracing.stop(traces)  # the last reconciles' spans, within tracing.SHUTDOWN_S
         log.info("stopped")

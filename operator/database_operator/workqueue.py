@@ -14,6 +14,8 @@
   resyncs run late instead).
 - `backoff` counts a key's consecutive failures and gives the delay before its retry: doubling,
   capped, never giving up; `forget` resets it after a success.
+- `on_wait` hears how long each key waited for a worker: from its add (a scheduled key: from
+  its due time; a key added while processed: from the end of that processing) to `get`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -56,6 +59,11 @@ class WorkQueue(Generic[K]):
     _wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     _order: itertools.count[int] = field(default_factory=itertools.count)
     _closed: bool = False
+    #: Hears each key's wait for a worker (seconds), as `get` hands it out.
+    on_wait: Callable[[float], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+    #: When each ready key became ready (by ``clock``).
+    _ready_since: dict[K, float] = field(default_factory=dict)
 
     def __len__(self) -> int:
         """Keys waiting to be processed now (not those in progress or scheduled for later)."""
@@ -65,9 +73,10 @@ class WorkQueue(Generic[K]):
     def scheduled(self) -> int:
         return len(self._slots)
 
-    def add(self, key: K, trigger: str, routine: bool = False) -> None:
+    def add(self, key: K, trigger: str, routine: bool = False, since: float | None = None) -> None:
         """Process ``key`` as soon as a worker is free (once, however often it is added);
-        ``routine`` keys wait until no other key is ready."""
+        ``routine`` keys wait until no other key is ready. ``since``: when it became due (by
+        ``clock``; default now)."""
         if key in self._triggers:
             if not routine and key in self._routine:  # an event overtakes the waiting resync
                 del self._routine[key]
@@ -76,6 +85,7 @@ class WorkQueue(Generic[K]):
         self._triggers[key] = trigger
         if key not in self._processing:
             (self._routine if routine else self._urgent)[key] = None
+            self._ready_since[key] = self.clock() if since is None else since
             self._wakeup.set()
 
     def schedule(self, key: K, delay: float, trigger: str) -> None:
@@ -93,6 +103,7 @@ class WorkQueue(Generic[K]):
         if self._triggers.pop(key, None) is not None:
             self._urgent.pop(key, None)
             self._routine.pop(key, None)
+            self._ready_since.pop(key, None)
 
     def unschedule(self, key: K) -> None:
         """Drop what was scheduled for ``key`` (an add still comes through)."""
@@ -124,7 +135,9 @@ class WorkQueue(Generic[K]):
                 return deadline
             heapq.heappop(self._heap)
             del self._slots[key]
-            self.add(key, slot.trigger, routine=slot.trigger == RESYNC)
+            # Due at its deadline, though no worker asked until now: its wait starts then.
+            since = self.clock() - (now - deadline)
+            self.add(key, slot.trigger, routine=slot.trigger == RESYNC, since=since)
         return None
 
     async def get(self) -> tuple[K, str] | None:
@@ -138,6 +151,9 @@ class WorkQueue(Generic[K]):
                 key = next(iter(lane))
                 del lane[key]
                 self._processing.add(key)
+                since = self._ready_since.pop(key, None)
+                if self.on_wait is not None and since is not None:
+                    self.on_wait(max(0.0, self.clock() - since))
                 return key, self._triggers.pop(key)
             self._wakeup.clear()
             timeout = None if next_deadline is None else max(0.0, next_deadline - loop.time())
@@ -150,6 +166,7 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         if key in self._triggers:
             self._urgent[key] = None
+            self._ready_since[key] = self.clock()
             self._wakeup.set()
 
     def shut_down(self) -> None:

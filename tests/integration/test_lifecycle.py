@@ -26,6 +26,7 @@ from kubernetes import client
 from tests.cluster import Cluster, wait_for
 from tests.controlplane import ControlPlane, free_port, install_crds
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
+from tests.integration.test_prometheus import sample, scrape
 
 DATABASES = 10
 #: Longer than Kopf's whole retry budget of old (1+2+4+8+16+30 s), which then started over: its
@@ -139,28 +140,39 @@ def observed(cluster: Cluster, namespace: str, name: str, generation: int) -> bo
 
 def slow_resync_operator(
     cluster: Cluster, namespace: str, log: Path
-) -> tuple[OperatorProcess, int]:
-    port = free_port()
+) -> tuple[OperatorProcess, int, int]:
+    """The operator, its health port and its metrics port."""
+    port, metrics_port = free_port(), free_port()
     operator = start_operator(
         cluster,
         log,
         f"--namespace={namespace}",
         f"--resync-interval={SLOW_RESYNC_S}",
         f"--health-port={port}",
-        "--metrics-port=0",
+        f"--metrics-port={metrics_port}",
         "--log-level=DEBUG",
     )
     wait_for(lambda: readiness(port)[0] == 200, what="the operator ready")
-    return operator, port
+    return operator, port, metrics_port
+
+
+def watch_restarts(metrics_port: int) -> dict[str, float | None]:
+    """database_operator_watch_restarts_total by resource, as the operator serves it now."""
+    samples = scrape(metrics_port)
+    return {
+        resource: sample(samples, "database_operator_watch_restarts_total", resource=resource)
+        for resource in ("databases", "databasebackups")
+    }
 
 
 def test_watches_resume_within_seconds_of_the_api_servers_return_after_a_long_outage(
     own: Cluster, plane: ControlPlane, ns: str, tmp_path: Path
 ) -> None:
-    operator, port = slow_resync_operator(own, ns, tmp_path / "operator.log")
+    operator, port, metrics_port = slow_resync_operator(own, ns, tmp_path / "operator.log")
     try:
         own.create_db(ns, "db", {"engine": "redis"})
         wait_for(lambda: observed(own, ns, "db", 1), what="the first reconcile")
+        assert watch_restarts(metrics_port) == {"databases": 0, "databasebackups": 0}
         plane.kill_apiserver()
         killed = time.monotonic()
         not_ready: list[float] = []
@@ -181,11 +193,17 @@ def test_watches_resume_within_seconds_of_the_api_servers_return_after_a_long_ou
         resumed = time.monotonic() - back
         wait_for(lambda: readiness(port)[0] == 200, timeout=30, what="the operator ready again")
         ready_again = time.monotonic() - back
+        # Each watch was established again after its failed attempts.
+        restarted = wait_for(
+            lambda: all((found := watch_restarts(metrics_port)).values()) and found,
+            timeout=30,
+            what="the watches' restarts counted",
+        )
         print(
             f"kube-apiserver down {OUTAGE_S:.0f} s: not ready "
             f"{not_ready[0] if not_ready else float('nan'):.1f} s into it; a change made on its "
             f"return reconciled in {resumed:.1f} s (resync {SLOW_RESYNC_S} s), ready again in "
-            f"{ready_again:.1f} s"
+            f"{ready_again:.1f} s; watch restarts counted: {restarted}"
         )
         assert operator.proc.poll() is None, "the operator exited"
         # Gone while its operator runs: the CRD test deletes every Database (finalized first).
@@ -200,15 +218,19 @@ def test_watches_resume_within_seconds_of_the_api_servers_return_after_a_long_ou
     # API server): "update" or "resume"; not a resync or an audit.
     brought = [line["trigger"] for line in operator.reconciles("db") if line["generation"] == 2]
     assert brought[:1] in (["update"], ["resume"]), brought
+    # One outage, one restart of each watch (back after its failed attempts, then often listed
+    # afresh at once: the same restart).
+    assert restarted == {"databases": 1, "databasebackups": 1}
 
 
 def test_the_crd_deleted_and_created_again_is_waited_for_then_watched_again(
     own: Cluster, plane: ControlPlane, ns: str, tmp_path: Path
 ) -> None:
-    operator, port = slow_resync_operator(own, ns, tmp_path / "operator.log")
+    operator, port, metrics_port = slow_resync_operator(own, ns, tmp_path / "operator.log")
     try:
         own.create_db(ns, "db", {"engine": "redis"})
         wait_for(lambda: observed(own, ns, "db", 1), what="the first reconcile")
+        assert watch_restarts(metrics_port) == {"databases": 0, "databasebackups": 0}
         # The operator finalizes the Database the CRD's deletion deletes; then the CRD goes.
         own.kubectl("delete", "crd", "databases.databases.example.com", "--timeout=60s")
         gone = time.monotonic()
@@ -232,10 +254,12 @@ def test_the_crd_deleted_and_created_again_is_waited_for_then_watched_again(
         wait_for(lambda: observed(own, ns, "db", 2), timeout=30, what="its change reconciled")
         patched = time.monotonic() - changed
         wait_for(lambda: readiness(port)[0] == 200, timeout=30, what="the operator ready again")
+        # Kopf run anew: each watch started again, once.
+        restarted = watch_restarts(metrics_port)
         print(
             f"CRD deleted: not ready {not_ready:.1f} s after it was gone ({reason!r}); created "
             f"again: a new Database reconciled in {created:.1f} s, a change to it in "
-            f"{patched:.1f} s (resync {SLOW_RESYNC_S} s)"
+            f"{patched:.1f} s (resync {SLOW_RESYNC_S} s); watch restarts counted: {restarted}"
         )
     finally:
         assert operator.stop() == 0, operator.log_text()[-3000:]
@@ -245,4 +269,5 @@ def test_the_crd_deleted_and_created_again_is_waited_for_then_watched_again(
         if str(line["event"]).startswith("Starting the watch-stream for databases.")
     ]
     assert len(starts) == 2, "the Database watch was not started again"
+    assert restarted == {"databases": 1, "databasebackups": 1}
     assert patched < 10

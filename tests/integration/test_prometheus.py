@@ -21,12 +21,14 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from database_operator import alerts
 from database_operator.metrics import Metrics
 from tests.cluster import Cluster, play_kubelet, wait_for
 from tests.controlplane import free_port
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
+from tests.integration.test_webhooks import BETA, apply, database, start_webhook_operator
 
 SCRAPE_INTERVAL_S = 1
 #: Time for a change to reach a query: a scrape, and the operator's own reconcile before it.
@@ -77,6 +79,23 @@ def value(prometheus: str, promql: str) -> float | None:
     result = query(prometheus, promql)
     assert len(result) <= 1, f"{promql!r} selected several series: {result}"
     return float(result[0]["value"][1]) if result else None
+
+
+def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample the operator serves on /metrics: (name, labels) -> value (empty while it
+    does not answer)."""
+    text = http_get(f"http://127.0.0.1:{port}/metrics")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families((text or b"").decode())
+        for sample in family.samples
+    }
+
+
+def sample(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
 
 
 def observed(cluster: Cluster, namespace: str, name: str) -> bool:
@@ -227,3 +246,62 @@ def test_the_suggested_alerts_are_valid_rules_on_metrics_the_operator_serves(
     served |= {f"{name}_bucket" for name in served}
     read = set(re.findall(r"database_operator_[a-z_]+", rules.read_text()))
     assert read <= served, read - served
+
+
+def test_the_operator_serves_failures_by_reason_its_queue_and_its_webhooks_answer_times(
+    cluster: Cluster, namespace: str, tmp_path: Path, metrics_port: int
+) -> None:
+    """Through the real API server: kubectl's writes pass the mutating and validating webhooks,
+    a read through v1beta1 the conversion; a Database whose Secret does not exist is Failed."""
+    hooks = start_webhook_operator(
+        cluster, namespace, tmp_path / "operator.log", f"--metrics-port={metrics_port}"
+    )
+    try:
+        for name, spec in (
+            ("fine", {"engine": "redis"}),
+            ("orphan", {"engine": "redis", "credentialsSecretRef": {"name": "absent"}}),
+        ):
+            created = apply(cluster, namespace, database(name, spec))
+            assert created.returncode == 0, created.stderr
+        wait_for(
+            lambda: all(observed(cluster, namespace, name) for name in ("fine", "orphan")),
+            what="both Databases reconciled",
+        )
+        cluster.kubectl("get", BETA, "-n", namespace, "-o", "name")  # converted to v1beta1
+
+        def served() -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
+            samples = scrape(metrics_port)
+            failed = "database_operator_reconcile_failures_total"
+            done = (sample(samples, failed, reason="CredentialsSecretNotFound") or 0) >= 1 and all(
+                (
+                    sample(
+                        samples, "database_operator_webhook_duration_seconds_count", webhook=hook
+                    )
+                    or 0
+                )
+                >= 1
+                for hook in ("mutate", "validate", "convert")
+            )
+            return samples if done else None
+
+        samples = wait_for(served, timeout=30, what="the failure and the webhooks counted")
+    finally:
+        assert hooks.process.stop() == 0, hooks.process.log_text()[-3000:]
+    assert sample(samples, "database_operator_reconcile_failures_total", reason="ApiError") == 0
+    phases = "database_operator_databases"
+    assert sample(samples, phases, namespace=namespace, phase="Failed") == 1
+    assert sample(samples, phases, namespace=namespace, phase="Degraded") == 0
+    # Every create, event and resync waited for a worker: counted, and not for long.
+    waits = sample(samples, "database_operator_workqueue_wait_seconds_count") or 0
+    assert waits >= 2
+    assert sample(samples, "database_operator_workqueue_wait_seconds_bucket", le="5.0") == waits
+    assert sample(samples, "database_operator_workqueue_depth") is not None
+    for resource in ("databases", "databasebackups"):
+        assert sample(samples, "database_operator_watch_restarts_total", resource=resource) == 0
+    reviews = "database_operator_webhook_duration_seconds"
+    answered = sample(samples, f"{reviews}_count", webhook="validate") or 0
+    took = sample(samples, f"{reviews}_sum", webhook="validate") or 0
+    print(
+        f"{waits:.0f} reconciles waited for a worker; the validate webhook answered "
+        f"{answered:.0f} reviews in {took:.3f} s in all"
+    )

@@ -321,3 +321,34 @@ async def test_a_database_refused_for_its_spec_waits_for_a_change_not_a_resync()
     await process_all(controller)
     assert (stored(kube, "Database") or {})["status"]["phase"] != "Failed"
     assert controller.queue._slots[(NS, "db")].trigger == "resync"
+
+
+def failures(controller: Controller, reason: str) -> float | None:
+    return controller.metrics.registry.get_sample_value(
+        "database_operator_reconcile_failures_total", {"reason": reason}
+    )
+
+
+@synchronously
+async def test_reconciles_that_fail_are_counted_by_reason_and_waits_by_the_queue() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    kube.put({"kind": "Service", "metadata": {"name": "db", "namespace": NS}, "spec": {}})
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    assert failures(controller, "ChildNameConflict") == 1
+    kube.fail("GET", "Secret", 503, times=2)
+    await controller.process((NS, "db"), "retry")
+    await controller.process((NS, "db"), "retry")
+    assert failures(controller, "ApiError") == 2
+    assert failures(controller, "ChildNameConflict") == 1  # the errors wrote no status
+    registry = controller.metrics.registry
+    assert registry.get_sample_value("database_operator_workqueue_wait_seconds_count") == 1
+    assert (
+        registry.get_sample_value(
+            "database_operator_databases", {"namespace": NS, "phase": "Failed"}
+        )
+        == 1
+    )
+    controller.queue.add((NS, "db"), "update")
+    assert registry.get_sample_value("database_operator_workqueue_depth") == 1

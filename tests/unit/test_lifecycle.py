@@ -21,8 +21,10 @@ from database_operator.lifecycle import (
     KOPF_WATCHING_LOGGER,
     RETRY_JITTER,
     RETRY_S,
+    SAME_RESTART_S,
     Supervisor,
     Watching,
+    WatchRestarts,
 )
 from tests.aio import synchronously
 
@@ -62,6 +64,95 @@ def test_kopf_still_words_a_failed_attempt_as_the_readiness_expects() -> None:
     # Read from the installed Kopf's source: a release that rewords it must fail here.
     source = (Path(kopf.__file__).parent / "_cogs" / "clients" / "api.py").read_text()
     assert 'logger.error(f"Request attempt {idx} failed; will retry: {what}' in source
+
+
+OURS = ("databases", "databasebackups")
+WATCH_URL = (
+    "https://127.0.0.1:6443/apis/databases.example.com/v1/namespaces/shop/databases"
+    "?watch=true&allowWatchBookmarks=true&resourceVersion=42&timeoutSeconds=300"
+)
+
+
+def kopf_debug(restarts: WatchRestarts, message: str, at: float = 0.0) -> None:
+    record = logging.LogRecord(KOPF_WATCHING_LOGGER, logging.DEBUG, "", 0, message, None, None)
+    record.created = at
+    restarts.filter(record)
+
+
+def test_watch_restarts_count_only_ours_started_again() -> None:
+    counted: list[str] = []
+    restarts = WatchRestarts(OURS, counted.append)
+    said = [
+        "Starting the watch-stream for databases.v1.databases.example.com in 'shop'.",
+        "Starting the watch-stream for databasebackups.v1.databases.example.com in 'shop'.",
+        "Starting the watch-stream for databases.v1.databases.example.com in 'other'.",
+        "Starting the watch-stream for deployments.v1.apps in 'shop'.",
+        # Kopf run anew (the CRDs re-created): the same watches start again.
+        "Starting the watch-stream for databases.v1.databases.example.com in 'shop'.",
+        "Starting the watch-stream for deployments.v1.apps in 'shop'.",
+        # A listing is not a watch, a retry is not a success, a child's watch is not ours.
+        "Request attempt #2 succeeded: GET https://k8s/apis/databases.example.com/v1/"
+        "namespaces/shop/databasebackups?limit=250",
+        "Request attempt #2 succeeded: GET https://k8s/apis/apps/v1/deployments?watch=true",
+        "Request attempt #2: GET https://k8s/apis/databases.example.com/v1/databases?watch=true",
+        # Listed afresh: its resourceVersion was too old.
+        "Restarting the watch-stream for databasebackups.v1.databases.example.com cluster-wide.",
+        "Stopping the watch-stream for databases.v1.databases.example.com in 'shop'.",
+    ]
+    for message in said:
+        kopf_debug(restarts, message)
+    assert counted == ["databases", "databasebackups"]
+
+
+def test_a_watch_back_after_an_outage_is_one_restart_though_it_is_then_listed_afresh() -> None:
+    counted: list[str] = []
+    restarts = WatchRestarts(OURS, counted.append)
+    # Established again after its failed attempts, the new API server says 410 Gone at once.
+    kopf_debug(restarts, f"Request attempt #7 succeeded: GET {WATCH_URL}", at=100.0)
+    restarts_for_shop = "Restarting the watch-stream for databases.v1.databases.example.com"
+    kopf_debug(restarts, f"{restarts_for_shop} in 'shop'.", at=100.01)
+    assert counted == ["databases"]
+    # A 410 later on is a restart of its own.
+    kopf_debug(restarts, f"{restarts_for_shop} in 'shop'.", at=100.02)
+    kopf_debug(restarts, f"Request attempt #2 succeeded: GET {WATCH_URL}", at=700.0)
+    kopf_debug(restarts, f"{restarts_for_shop} in 'shop'.", at=700.0 + SAME_RESTART_S)
+    assert counted == ["databases"] * 4
+
+
+def test_kopfs_debug_records_are_counted_but_still_not_logged_above_debug() -> None:
+    counted: list[str] = []
+    seen: list[logging.LogRecord] = []
+    root = logging.getLogger()
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    restarts = WatchRestarts(OURS, counted.append).following_kopf()
+    kopf_logger = logging.getLogger(KOPF_WATCHING_LOGGER)
+    try:
+        kopf_logger.debug(f"Request attempt #3 succeeded: GET {WATCH_URL}")
+        kopf_logger.error("Request attempt #2 failed; will retry: GET x -> Error()")
+        root.setLevel(logging.DEBUG)
+        kopf_logger.debug("Starting the watch-stream for deployments.v1.apps in 'shop'.")
+    finally:
+        restarts.stop_following()
+        root.removeHandler(handler)
+        root.setLevel(level)
+    assert counted == ["databases"]
+    assert [record.levelno for record in seen] == [logging.ERROR, logging.DEBUG]
+    assert kopf_logger.level == logging.NOTSET and restarts not in kopf_logger.filters
+
+
+def test_kopf_still_words_its_watch_starts_as_the_restart_count_expects() -> None:
+    # Read from the installed Kopf's source: a release that rewords them must fail here.
+    clients = Path(kopf.__file__).parent / "_cogs" / "clients"
+    watching = (clients / "watching.py").read_text()
+    assert 'logger.debug(f"Starting the watch-stream for {resource} {where}{how}.")' in watching
+    assert 'logger.debug(f"Restarting the watch-stream for {resource} {where}.")' in watching
+    api = (clients / "api.py").read_text()
+    assert 'logger.debug(f"Request attempt {idx} succeeded: {what}")' in api
+    assert 'what = f"{method.upper()} {url}"' in api
 
 
 class FakeDiscovery:

@@ -113,3 +113,55 @@ async def test_an_event_goes_before_every_resync_that_came_due() -> None:
         ("c", "resync"),  # the first trigger is kept, for the log
         ("b", "resync"),
     ]
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@synchronously
+async def test_each_key_reports_its_wait_from_its_add_to_a_workers_get() -> None:
+    waits: list[float] = []
+    clock = Clock()
+    queue: WorkQueue[str] = WorkQueue(on_wait=waits.append, clock=clock)
+    queue.add("a", "create")
+    clock.now += 2.5
+    queue.add("a", "update")  # coalesced: the wait runs from the first add
+    queue.add("b", "create")
+    clock.now += 0.5
+    assert await drain(queue) == [("a", "create"), ("b", "create")]
+    assert waits == [3.0, 0.5]
+
+
+@synchronously
+async def test_a_key_added_while_processed_waits_from_the_end_of_that_processing() -> None:
+    waits: list[float] = []
+    clock = Clock()
+    queue: WorkQueue[str] = WorkQueue(on_wait=waits.append, clock=clock)
+    queue.add("k", "create")
+    assert await queue.get() == ("k", "create")
+    queue.add("k", "Deployment")
+    clock.now += 10  # the reconcile takes long: no worker could have taken it meanwhile
+    queue.done("k")
+    clock.now += 1
+    assert await drain(queue) == [("k", "Deployment")]
+    assert waits == [0.0, 1.0]
+
+
+@synchronously
+async def test_a_scheduled_key_waits_from_its_due_time_and_a_discarded_one_not_at_all() -> None:
+    waits: list[float] = []
+    queue: WorkQueue[str] = WorkQueue(on_wait=waits.append)
+    queue.schedule("k", 0.0, "resync")
+    await asyncio.sleep(0.05)  # due, but no worker asked
+    assert await queue.get() == ("k", "resync")
+    assert len(waits) == 1 and 0.04 <= waits[0] < 1
+    queue.add("gone", "create")
+    queue.discard("gone")
+    assert len(queue) == 0 and len(waits) == 1

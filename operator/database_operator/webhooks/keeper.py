@@ -39,7 +39,7 @@ from database_operator.webhooks.certificates import (
     new_serving,
     serving_is_current,
 )
-from database_operator.webhooks.server import WebhookServer
+from database_operator.webhooks.server import OnAnswer, WebhookServer
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 #: How often the keeper re-checks its certificate files, Secret and caBundles.
@@ -326,8 +326,8 @@ def keeper_for(kube: Kube, settings: Settings) -> Keeper:
 class Webhooks:
     """The server and its keeper, started before Kopf and stopped after it."""
 
-    def __init__(self, kube: Kube, settings: Settings) -> None:
-        self.server = WebhookServer(settings.webhook_address, settings.webhook_port)
+    def __init__(self, kube: Kube, settings: Settings, on_answer: OnAnswer | None = None) -> None:
+        self.server = WebhookServer(settings.webhook_address, settings.webhook_port, on_answer)
         self.keeper = keeper_for(kube, settings)
         self._keeping: asyncio.Task[None] | None = None
 

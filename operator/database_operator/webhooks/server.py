@@ -5,7 +5,8 @@ It is Kopf's admission server (it implements ``kopf.WebhookServerProtocol``: Kop
 function that runs the ``on.validate``/``on.mutate`` handlers) and serves ``/convert`` beside
 it. It starts before Kopf does, so conversion is answered as soon as the process listens; it is
 ready (``/readyz``) once it listens and Kopf has handed over its admission function. Every
-replica serves, the standbys of an HA pair too: webhooks are not reconciles.
+replica serves, the standbys of an HA pair too: webhooks are not reconciles. ``on_answer``
+hears how long each review took to answer (for the metrics), refusals and errors included.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import json
 import os
 import ssl
 import tempfile
-from collections.abc import AsyncGenerator, AsyncIterator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 import kopf
@@ -28,13 +30,19 @@ from database_operator.webhooks import conversion
 from database_operator.webhooks.certificates import KeyPair
 from database_operator.webhooks.configuration import CONVERT_PATH
 
+#: The webhook a ConversionReview is answered as (admission reviews: Kopf's handler id).
+CONVERT = "convert"
+#: Hears a webhook's name and the seconds its answer took.
+OnAnswer = Callable[[str, float], None]
+
 
 class WebhookServer:
     """Admission (``/<handler id>``, Kopf's) and conversion (``/convert``) over TLS."""
 
-    def __init__(self, address: str, port: int) -> None:
+    def __init__(self, address: str, port: int, on_answer: OnAnswer | None = None) -> None:
         self.address = address
         self.port = port
+        self.on_answer = on_answer
         self.listening = asyncio.Event()
         self._admission_fn: kopf.WebhookFn | None = None
         self._admission_ready = asyncio.Event()
@@ -90,7 +98,24 @@ class WebhookServer:
 
     # --- requests -------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _timed(self, webhook: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.on_answer is not None:
+                self.on_answer(webhook, time.perf_counter() - started)
+
     async def _admit(self, request: web.Request) -> web.Response:
+        with self._timed(request.match_info["handler_id"]):
+            return await self._admission(request)
+
+    async def _convert(self, request: web.Request) -> web.Response:
+        with self._timed(CONVERT):
+            return await self._conversion(request)
+
+    async def _admission(self, request: web.Request) -> web.Response:
         fn = self._admission_fn
         if fn is None:
             # Kopf has not started (yet): the API server applies the failurePolicy.
@@ -124,7 +149,7 @@ class WebhookServer:
                 span.set_attribute("admission.message", str(refusal))
         return web.json_response(answer)
 
-    async def _convert(self, request: web.Request) -> web.Response:
+    async def _conversion(self, request: web.Request) -> web.Response:
         try:
             review: dict[str, Any] = await request.json()
         except json.JSONDecodeError as error:

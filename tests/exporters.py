@@ -1,0 +1,594 @@
+"""Real databases with their metrics exporters on loopback: what the monitoring tests scrape.
+
+A small fleet of Debian's engines, started as the recipe tests start them (test_recipes.py,
+test_backup_recipes.py): a PostgreSQL primary with one streaming replica (replication.py's
+recipe), a MariaDB standing in for MySQL, a Redis primary with one replica. Beside each server
+runs Debian's build of the exporter release the pods pin (engines.py), started from the pod
+builder's own flags and environment (desired/monitoring.py: `exporter_args`, `exporter_env`),
+resolved as the kubelet resolves them: secretKeyRefs from a dict standing for the Database's
+credentials Secret, then ``$(VAR)`` references to earlier variables expanded by the kubelet's
+rules (`kubelet_expand`). No password is ever on a command line. The Secret holds what the
+operator would generate (username ``app``), but with passwords that carry ``@:/$%`` and a
+``$(...)`` of their own, so that every DSN and the expansion must cope with them; MariaDB's root
+password is the Secret's password, as the official MySQL image sets MYSQL_ROOT_PASSWORD to it.
+
+API, for the monitoring tests (tests/integration/test_exporters.py, test_dashboards.py):
+
+- ``exporter_fleet``: a session-scoped pytest fixture yielding a running `Fleet`; import it into
+  the test module (``from tests.exporters import exporter_fleet  # noqa: F401``).
+  ``fleet(folder)`` is the same as a context manager, for use outside pytest.
+- ``Fleet.targets``: one `Target` per exporter: ``address`` ("127.0.0.1:PORT", /metrics there),
+  ``labels`` (the contract's: namespace, pod, database, engine, role, job; what the PodMonitor's
+  relabelings produce in a cluster, set here by hand), ``engine``, ``role``, ``log`` (the
+  exporter's output), ``engine_port`` (the server it scrapes), ``secret_name``, ``pid``.
+- ``Fleet.scrape_config(interval_s)``: a Prometheus ``scrape_configs`` entry with static targets
+  carrying those labels (job_name is the contract's job); ``prometheus_server(folder,
+  [configs...])`` runs Prometheus (Debian's, on PATH) on it and yields its base URL.
+- ``Fleet.load(rounds)``: a few writes and queries on every primary (counters move, the
+  replicas have something to replay); the fleet has had one round when it is yielded.
+- ``Fleet.secrets`` (Secret name -> its values) and ``exporter(engine, secrets, secret_name,
+  engine_port, log)``, to start another exporter, e.g. with a wrong password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from database_operator import desired, replication
+from database_operator.api.models import Database
+from database_operator.desired.common import PRIMARY, REPLICA
+from database_operator.desired.monitoring import exporter_args, exporter_env
+from database_operator.desired.workload import pod_template
+from database_operator.engines import Engine
+from database_operator.manifest import Manifest
+from tests.cluster import wait_for
+from tests.controlplane import free_port
+from tests.integration.test_backup_recipes import (
+    engine_user,
+    mariadbd,
+    mysql,
+    mysql_answers,
+    mysql_first_start,
+)
+from tests.integration.test_recipes import (
+    answers,
+    answers_db,
+    container_env,
+    generated_credentials,
+    initdb,
+    owned,
+    ping,
+    postgres_bin,
+    psql,
+    redis_cli,
+    run_as,
+    running,
+)
+
+#: The contract's job label of every database series.
+JOB = "database-operator-databases"
+NAMESPACE = "shop"
+#: Debian's build of each pinned exporter release.
+BINARIES = {
+    Engine.POSTGRES: "prometheus-postgres-exporter",
+    Engine.MYSQL: "prometheus-mysqld-exporter",
+    Engine.REDIS: "prometheus-redis-exporter",
+}
+#: What a user's own Secret may hold and a DSN must survive: URL and DSN delimiters (a '?'
+#: broke mysqld_exporter's DSN), a percent sign, and a ``$(...)`` the kubelet must not expand
+#: again once substituted.
+AWKWARD = "@:/?$%$(HOME)"
+
+# --- the kubelet's resolution of a container's env and args --------------------------------------
+
+
+def kubelet_expand(text: str, defined: Mapping[str, str]) -> str:
+    """``text`` with ``$(VAR)`` references expanded as the kubelet expands them
+    (k8s.io/kubernetes third_party/forked/golang/expansion): a defined VAR is replaced, an
+    undefined one is left as written, ``$$`` is one ``$`` (so ``$$(VAR)`` stays literal), an
+    unclosed ``$(`` and any other ``$`` are kept. Substituted values are not expanded again."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text[i] != "$" or i + 1 == len(text):
+            out.append(text[i])
+            i += 1
+            continue
+        following = text[i + 1]
+        close = text.find(")", i + 2) if following == "(" else -1
+        if following == "$":
+            out.append("$")
+            i += 2
+        elif close != -1:
+            name = text[i + 2 : close]
+            out.append(defined.get(name, f"$({name})"))
+            i = close + 1
+        else:
+            out.append("$" + following)
+            i += 2
+    return "".join(out)
+
+
+def kubelet_env(
+    env: Sequence[Manifest], secrets: Mapping[str, Mapping[str, str]]
+) -> dict[str, str]:
+    """A container's ``env`` as the process gets it: secretKeyRefs read from ``secrets`` (Secret
+    name -> its decoded data; a missing Secret or key fails, as the pod would not start), plain
+    values expanded against the variables defined before them, in order."""
+    resolved: dict[str, str] = {}
+    for var in env:
+        if "valueFrom" in var:
+            ref = var["valueFrom"]["secretKeyRef"]
+            resolved[var["name"]] = secrets[ref["name"]][ref["key"]]
+        else:
+            resolved[var["name"]] = kubelet_expand(var.get("value", ""), resolved)
+    return resolved
+
+
+# --- one exporter --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """A running exporter: where its /metrics is, its process and its output."""
+
+    address: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}/metrics"
+
+
+def http_get(url: str, timeout: float = 10) -> bytes | None:
+    """The body of a 200 answer, or None while the server is not (yet) answering."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback
+            return response.read()  # type: ignore[no-any-return]
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+
+
+@contextlib.contextmanager
+def exporter(
+    engine: Engine,
+    secrets: Mapping[str, Mapping[str, str]],
+    secret_name: str,
+    engine_port: int,
+    log: Path,
+) -> Iterator[Exporter]:
+    """Debian's exporter of ``engine`` with the pod's flags (listening on a free port) and env
+    (reading the Secret ``secret_name`` of ``secrets``, scraping 127.0.0.1:``engine_port``),
+    serving /metrics when it is yielded. Its env is only what the pod's container sets, as in
+    the image (no PATH: the exporters run no other program)."""
+    binary = shutil.which(BINARIES[engine])
+    if binary is None:
+        pytest.fail(f"{BINARIES[engine]} is not on PATH: run hack/install-engines.sh")
+    port = free_port()
+    env = kubelet_env(exporter_env(engine, secret_name, engine_port=engine_port), secrets)
+    args = [kubelet_expand(arg, env) for arg in exporter_args(engine, listen_port=port)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [binary, *args], env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    running_exporter = Exporter(f"127.0.0.1:{port}", proc, log)
+    try:
+        wait_for(
+            lambda: proc.poll() is not None or http_get(running_exporter.url) is not None,
+            what=f"{BINARIES[engine]} to serve /metrics",
+        )
+        assert proc.poll() is None, f"{binary} exited: {log.read_text(errors='replace')}"
+        yield running_exporter
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# --- the fleet -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """One exporter to scrape, with the labels a PodMonitor gives its series in a cluster."""
+
+    address: str
+    labels: dict[str, str]
+    engine: Engine
+    role: str
+    log: Path
+    engine_port: int
+    secret_name: str
+    #: The exporter's process.
+    pid: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}/metrics"
+
+
+@dataclass
+class Fleet:
+    """The running servers and their exporters."""
+
+    targets: list[Target]
+    #: Left out of the repr: a failing test prints its fixtures.
+    secrets: dict[str, dict[str, str]] = field(repr=False)
+    folder: Path
+    databases: dict[Engine, Database] = field(default_factory=dict, repr=False)
+    loaded: int = 0
+
+    def target(self, engine: Engine, role: str = PRIMARY) -> Target:
+        return next(t for t in self.targets if t.engine is engine and t.role == role)
+
+    def credentials(self, engine: Engine) -> dict[str, str]:
+        return self.secrets[desired.credentials_secret_name(self.databases[engine])]
+
+    def scrape_config(self, interval_s: float = 1) -> dict[str, Any]:
+        """One ``scrape_configs`` entry: every exporter as a static target with its labels."""
+        return {
+            "job_name": JOB,
+            "scrape_interval": f"{interval_s}s",
+            "scrape_timeout": f"{interval_s}s",
+            "static_configs": [
+                {"targets": [target.address], "labels": target.labels} for target in self.targets
+            ],
+        }
+
+    def load(self, rounds: int = 1) -> None:
+        """``rounds`` of writes and reads on each primary."""
+        pg = self.credentials(Engine.POSTGRES)
+        my = self.credentials(Engine.MYSQL)
+        redis = self.credentials(Engine.REDIS)
+        pg_port = self.target(Engine.POSTGRES).engine_port
+        my_port = self.target(Engine.MYSQL).engine_port
+        redis_port = self.target(Engine.REDIS).engine_port
+        for _ in range(rounds):
+            n = self.loaded
+            psql(
+                pg_port,
+                pg["password"],
+                pg["username"],
+                "INSERT INTO orders (item) SELECT 'item ' || g FROM generate_series(1, 100) g;"
+                "SELECT count(*) FROM orders;",
+            )
+            mysql(
+                "INSERT INTO products (name) SELECT table_name FROM information_schema.tables"
+                " LIMIT 50; SELECT count(*) FROM products;",
+                my["username"],
+                my["password"],
+                port=my_port,
+                database=my["username"],
+            )
+            keys = [part for i in range(20) for part in (f"session:{n}:{i}", "x" * 64)]
+            redis_cli(redis_port, redis["password"], "MSET", *keys)
+            redis_cli(redis_port, redis["password"], "GET", f"session:{n}:0")
+            self.loaded += 1
+
+
+def awkward_password() -> str:
+    """A password as the operator generates it, with awkward characters in the middle."""
+    generated = desired.generate_password()
+    return generated[:12] + AWKWARD + generated[12:]
+
+
+def database(engine: Engine, name: str, replicas: int) -> Database:
+    return Database.model_validate(
+        {
+            "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}"},
+            "spec": {"engine": engine.value, "replicas": replicas, "monitoring": {"enabled": True}},
+        }
+    )
+
+
+def secret_values(db: Database) -> dict[str, str]:
+    """The Secret the operator would generate for ``db`` (username ``app``), with awkward
+    passwords."""
+    values = generated_credentials(db)
+    for key in ("password", "replication-password"):
+        if key in values:
+            values[key] = awkward_password()
+    return values
+
+
+def pod_labels(db: Database, role: str, pod: str) -> dict[str, str]:
+    """The contract's labels of a pod of ``db`` in ``role``: read from the pod template's labels
+    as the PodMonitor's relabelings read them."""
+    on_pod = pod_template(db, role=role)["metadata"]["labels"]
+    return {
+        "namespace": NAMESPACE,
+        "pod": pod,
+        "database": on_pod["app.kubernetes.io/instance"],
+        "engine": on_pod["app.kubernetes.io/name"],
+        "role": on_pod["databases.example.com/role"],
+        "job": JOB,
+    }
+
+
+def pod_name(db: Database, role: str) -> str:
+    """A name as the Deployment's ReplicaSet gives its pod."""
+    deployment = db.name if role == PRIMARY else f"{db.name}-replicas"
+    return f"{deployment}-6f7d9c8b5-{'p' if role == PRIMARY else 'r'}x2k7"
+
+
+@contextlib.contextmanager
+def postgres(db: Database, env: Mapping[str, str], folder: Path) -> Iterator[tuple[int, int]]:
+    """A PostgreSQL primary (the image's first start: initdb, the database named after the
+    user; then replication.py's set-up) and a replica cloned and streaming from it (the
+    replicas Deployment's command line); their ports."""
+    user = run_as()
+    bindir = postgres_bin()
+    path = f"{bindir}:{os.environ['PATH']}"
+    sockets = owned(folder / "sockets", user)
+    local = ["-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={sockets}"]
+    primary_port, replica_port = free_port(), free_port()
+    primary_data = owned(folder / "primary", user) / "pgdata"
+    initdb(primary_data, env, folder, user)
+    recipe = replication.primary(
+        Engine.POSTGRES, port=primary_port, data_dir=str(primary_data), settings=local
+    )
+    primary_env = {**env, **recipe.env, "PATH": path, "PGDATA": str(primary_data)}
+    superuser, password = env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]
+    with running(
+        [str(bindir / "postgres"), "-D", str(primary_data), *recipe.args[1:]],
+        primary_env,
+        folder / "primary.log",
+        user,
+    ):
+        wait_for(lambda: answers_db(primary_port, password, superuser), what="the primary")
+        psql(primary_port, password, superuser, f'CREATE DATABASE "{superuser}"', "postgres")
+        assert recipe.post_start is not None
+        subprocess.run(
+            recipe.post_start,
+            env=primary_env,
+            check=True,
+            user=user,
+            timeout=60,
+            capture_output=True,
+        )
+        psql(
+            primary_port,
+            password,
+            superuser,
+            "CREATE TABLE orders (id serial PRIMARY KEY, item text)",
+            superuser,
+        )
+        replica = replication.replica(
+            Engine.POSTGRES,
+            port=replica_port,
+            data_dir="unused",
+            primary_host="127.0.0.1",
+            primary_port=primary_port,
+            settings=local,
+        )
+        assert replica.command is not None
+        replica_data = owned(folder / "replica", user) / "pgdata"
+        replica_env = {**env, **replica.env, "PATH": path, "PGDATA": str(replica_data)}
+        with running(replica.command, replica_env, folder / "replica.log", user):
+            wait_for(
+                lambda: answers(replica_port, password, superuser, "SELECT pg_is_in_recovery()"),
+                timeout=60,
+                what="the PostgreSQL replica",
+            )
+            yield primary_port, replica_port
+
+
+@contextlib.contextmanager
+def mariadb(env: Mapping[str, str], folder: Path) -> Iterator[int]:
+    """MariaDB as the MySQL image's first start leaves it (root's password and the user's are
+    the Secret's password, a database named after the user), then serving on a free port."""
+    user = engine_user(Engine.MYSQL)
+    data = owned(folder / "volume", user) / "mysql"
+    socket = folder / "volume" / "mysqld.sock"
+    with mysql_first_start(env, data, socket, folder / "first-start.log", user):
+        pass
+    port = free_port()
+    argv = mariadbd(data, socket, f"--port={port}", "--bind-address=127.0.0.1")
+    with running(argv, dict(os.environ), folder / "server.log", user):
+        username, password = env["MYSQL_USER"], env["MYSQL_PASSWORD"]
+        wait_for(lambda: mysql_answers(username, password, port=port), what="MariaDB to answer")
+        mysql(
+            "CREATE TABLE products (id int AUTO_INCREMENT PRIMARY KEY, name text) ENGINE=InnoDB",
+            username,
+            password,
+            port=port,
+            database=env["MYSQL_DATABASE"],
+        )
+        yield port
+
+
+@contextlib.contextmanager
+def redis(env: Mapping[str, str], folder: Path) -> Iterator[tuple[int, int]]:
+    """A Redis primary and a replica of it (replication.py's arguments); their ports."""
+    password = env["REDIS_PASSWORD"]
+    primary_port, replica_port = free_port(), free_port()
+    local = ["--bind", "127.0.0.1", "--save", ""]
+
+    def argv(recipe: replication.Recipe) -> list[str]:
+        return ["redis-server", *(kubelet_expand(arg, env) for arg in recipe.args)]
+
+    primary = replication.primary(
+        Engine.REDIS, port=primary_port, data_dir=str(folder), settings=local
+    )
+    replica_dir = folder / "replica"
+    replica_dir.mkdir()
+    replica = replication.replica(
+        Engine.REDIS,
+        port=replica_port,
+        data_dir=str(replica_dir),
+        primary_host="127.0.0.1",
+        primary_port=primary_port,
+        settings=local,
+    )
+    with running(argv(primary), dict(os.environ), folder / "primary.log", None):
+        wait_for(lambda: ping(primary_port, password), what="the Redis primary")
+        with running(argv(replica), dict(os.environ), folder / "replica.log", None):
+            wait_for(
+                lambda: "master_link_status:up" in redis_info(replica_port, password),
+                timeout=30,
+                what="the Redis replica to sync",
+            )
+            yield primary_port, replica_port
+
+
+def redis_info(port: int, password: str) -> str:
+    """INFO replication, or "" while the server does not answer."""
+    try:
+        return redis_cli(port, password, "INFO", "replication")
+    except subprocess.CalledProcessError:
+        return ""
+
+
+@contextlib.contextmanager
+def fleet(folder: Path) -> Iterator[Fleet]:
+    """The fleet, its exporters serving, one round of load done, in ``folder`` (which the
+    engines' users must be able to enter)."""
+    dbs = {
+        Engine.POSTGRES: database(Engine.POSTGRES, "ledger", replicas=2),
+        Engine.MYSQL: database(Engine.MYSQL, "catalog", replicas=1),
+        Engine.REDIS: database(Engine.REDIS, "sessions", replicas=2),
+    }
+    secrets = {desired.credentials_secret_name(db): secret_values(db) for db in dbs.values()}
+    servers: dict[tuple[Engine, str], int] = {}
+    with contextlib.ExitStack() as stack:
+        for engine, db in dbs.items():
+            env = container_env(db, secrets[desired.credentials_secret_name(db)])
+            where = owned(folder / engine.value, run_as())
+            if engine is Engine.POSTGRES:
+                servers[engine, PRIMARY], servers[engine, REPLICA] = stack.enter_context(
+                    postgres(db, env, where)
+                )
+            elif engine is Engine.MYSQL:
+                servers[engine, PRIMARY] = stack.enter_context(mariadb(env, where))
+            else:
+                servers[engine, PRIMARY], servers[engine, REPLICA] = stack.enter_context(
+                    redis(env, where)
+                )
+        targets = []
+        for (engine, role), engine_port in servers.items():
+            db = dbs[engine]
+            secret_name = desired.credentials_secret_name(db)
+            pod = pod_name(db, role)
+            started = stack.enter_context(
+                exporter(engine, secrets, secret_name, engine_port, folder / f"{pod}.exporter.log")
+            )
+            labels = pod_labels(db, role, pod)
+            targets.append(
+                Target(
+                    started.address,
+                    labels,
+                    engine,
+                    role,
+                    started.log,
+                    engine_port,
+                    secret_name,
+                    started.proc.pid,
+                )
+            )
+        running_fleet = Fleet(targets, secrets, folder, dbs)
+        running_fleet.load()
+        yield running_fleet
+
+
+@pytest.fixture(scope="session")
+def exporter_fleet() -> Iterator[Fleet]:
+    """The fleet for the whole session, in a folder of /tmp the engines' users can enter."""
+    folder = Path(tempfile.mkdtemp(prefix="exporters-", dir="/tmp"))
+    folder.chmod(0o755)
+    try:
+        with fleet(folder) as running_fleet:
+            yield running_fleet
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# --- Prometheus ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def prometheus_server(
+    folder: Path, scrape_configs: Sequence[Mapping[str, Any]], interval_s: float = 1
+) -> Iterator[str]:
+    """Prometheus (Debian's, on PATH) on loopback with ``scrape_configs``, ready; its URL."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("`prometheus` is not on PATH: run hack/install-prometheus.sh")
+    port = free_port()
+    config = folder / "prometheus.yml"
+    interval = f"{interval_s}s"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {
+                    "scrape_interval": interval,
+                    "scrape_timeout": interval,
+                    "evaluation_interval": interval,
+                },
+                "scrape_configs": list(scrape_configs),
+            }
+        )
+    )
+    log = folder / "prometheus.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={folder / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(
+            lambda: proc.poll() is not None or http_get(f"{url}/-/ready") is not None,
+            what="Prometheus to be ready",
+        )
+        assert proc.poll() is None, f"Prometheus exited: {log.read_text(errors='replace')}"
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def series(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """An exposition's samples by metric name: (labels, value) each."""
+    found: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        matched = _SAMPLE.match(line)
+        assert matched, f"not a sample line: {line!r}"
+        labels = dict(_LABEL.findall(matched["labels"] or ""))
+        found.setdefault(matched["name"], []).append((labels, float(matched["value"])))
+    return found
+
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
