@@ -25,21 +25,24 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 
 from database_operator import dashboards
 from tests.cluster import GROUP, VERSION, Cluster, play_kubelet, wait_for
 from tests.controlplane import free_port
+from tests.exporters import (
+    Fleet,
+    exporter_fleet,  # noqa: F401 - the fleet fixture
+    prometheus_server,
+)
 from tests.integration.conftest import RESYNC_S, start_operator
-from tests.integration.test_prometheus import http_get, query, required_tool
+from tests.integration.test_prometheus import query
 
 SCRAPE_INTERVAL_S = 1
 #: Grafana's built-in interval variables, as a dashboard on a 1-second scrape would have them.
@@ -127,56 +130,6 @@ def check_every_query(
         if all(math.isnan(float(series["value"][1])) for series in result):
             nan_only.append((what, expr))
     return nan_only
-
-
-@contextmanager
-def prometheus_scraping(folder: Path, jobs: Mapping[str, list[dict[str, Any]]]) -> Iterator[str]:
-    """A Prometheus on loopback scraping each job's static configs every second; its URL."""
-    binary = required_tool("prometheus")
-    folder.mkdir(parents=True, exist_ok=True)
-    config = folder / "prometheus.yml"
-    interval = f"{SCRAPE_INTERVAL_S}s"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": interval, "scrape_timeout": interval},
-                "scrape_configs": [
-                    {"job_name": job, "static_configs": static} for job, static in jobs.items()
-                ],
-            }
-        )
-    )
-    port = free_port()
-    log_path = folder / "prometheus.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={folder / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(
-            lambda: proc.poll() is not None or http_get(f"{url}/-/ready") is not None,
-            timeout=30,
-            what="Prometheus to be ready",
-        )
-        assert proc.poll() is None, f"Prometheus exited: {log_path.read_text(errors='replace')}"
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def write_backup_status(
@@ -307,8 +260,15 @@ def check_operator_dashboard(
             what="every Database reconciled",
         )
         play_kubelet(cluster, namespace, "sessions")
-        jobs = {"database-operator": [{"targets": [f"127.0.0.1:{metrics_port}"]}]}
-        with prometheus_scraping(tmp_path / "prometheus", jobs) as prometheus:
+        wait_for(
+            lambda: cluster.get_db(namespace, "sessions")["status"]["phase"] == "Active",
+            what="sessions Active",
+        )
+        scrape = {
+            "job_name": "database-operator",
+            "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}],
+        }
+        with prometheus_server(tmp_path, [scrape], SCRAPE_INTERVAL_S) as prometheus:
             phases = {name: cluster.get_db(namespace, name)["status"]["phase"] for name in names}
             nan_only = check_every_query(
                 prometheus,
@@ -318,3 +278,29 @@ def check_operator_dashboard(
             print(f"phases: {phases}; quantiles with no observation in the window: {nan_only}")
     finally:
         assert operator.stop() == 0, operator.log_text()[-3000:]
+
+
+def test_every_query_of_the_databases_dashboard_returns_data(
+    exporter_fleet: Fleet,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    """Both PostgreSQL and Redis replicate (the replication panels), MariaDB has a table (its
+    size panel); a load round after Prometheus starts moves the counters of the rate panels."""
+    fleet = exporter_fleet
+    labels = [target.labels for target in fleet.targets]
+    namespaces = sorted({label["namespace"] for label in labels})
+    databases = sorted({label["database"] for label in labels})
+    with prometheus_server(
+        tmp_path, [fleet.scrape_config(SCRAPE_INTERVAL_S)], SCRAPE_INTERVAL_S
+    ) as prometheus:
+        fleet.load(2)
+        nan_only = check_every_query(
+            prometheus,
+            dashboards.databases_dashboard(),
+            {
+                "datasource": "prometheus",
+                "namespace": multi(*namespaces),
+                "database": multi(*databases),
+            },
+        )
+    assert nan_only == [], f"queries whose every value is NaN: {nan_only}"
