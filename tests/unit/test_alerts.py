@@ -128,4 +128,46 @@ def test_the_operators_alerts_moved_from_the_docs_keep_their_names() -> None:
         "DatabaseDriftKeepsComingBack",
         "DatabaseOperatorNoActiveReplica",
         "DatabaseOperatorTracesDropped",
+        "DatabaseNotReady",
+        "DatabaseOperatorWorkqueueBacklog",
     ]
+
+
+def database_rules() -> list[dict[str, Any]]:
+    (databases,) = (group for group in alerts.groups(DOCS) if group["name"] == "databases")
+    return databases["rules"]  # type: ignore[no-any-return]
+
+
+def test_the_database_alerts_page_only_for_a_primary_that_is_down() -> None:
+    severities = {alert["alert"]: alert["labels"]["severity"] for alert in database_rules()}
+    assert severities.pop("DatabaseDown") == "critical"
+    assert set(severities.values()) == {"warning"}
+
+
+def test_every_selector_of_the_database_alerts_reads_the_podmonitors_job_only() -> None:
+    """Other exporters of the cluster serve pg_up too: they must page no one here."""
+    for alert in database_rules():
+        selectors = re.findall(r"\{([^{}]*)\}", alert["expr"])
+        assert selectors, alert["alert"]
+        for selector in selectors:
+            assert f'job="{alerts.DATABASES_JOB}"' in selector, (alert["alert"], selector)
+
+
+def test_each_database_alert_has_a_runbook_of_its_own_and_says_where() -> None:
+    for alert in database_rules():
+        anchor = alert["alert"].lower()
+        assert alert["annotations"]["runbook_url"] == f"{DOCS}#{anchor}"
+        assert f"section {alert['alert']}." in alert["annotations"]["description"]
+
+
+def test_the_operator_down_alert_ignores_the_databases_exporters() -> None:
+    """Their job's name contains "database-operator": their targets up are not the operator."""
+    assert f'job!="{alerts.DATABASES_JOB}"' in rule("DatabaseOperatorDown")["expr"]
+
+
+def test_the_thresholds_the_descriptions_quote_are_the_rules() -> None:
+    assert "> 268435456" in rule("DatabasePostgresReplicationLag")["expr"]
+    assert "256 MiB" in rule("DatabasePostgresReplicationLag")["annotations"]["description"]
+    assert "16 MiB" in rule("DatabaseRedisReplicationLag")["annotations"]["description"]
+    assert "80%" in rule("DatabaseConnectionsNearLimit")["annotations"]["description"]
+    assert f"> {alerts.WORKQUEUE_BACKLOG}" in rule("DatabaseOperatorWorkqueueBacklog")["expr"]
