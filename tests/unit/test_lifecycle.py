@@ -123,8 +123,12 @@ def test_kopfs_debug_records_are_counted_but_still_not_logged_above_debug() -> N
     counted: list[str] = []
     seen: list[logging.LogRecord] = []
     root = logging.getLogger()
-    handler = logging.Handler()
-    handler.emit = seen.append  # type: ignore[method-assign]
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    handler = Keep()
     level = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)
