@@ -196,6 +196,18 @@ sum by (namespace) (
   and on (job, instance) (database_operator_active == 1)
 ) > 0"""
 
+
+
+def databases_in_phase(phase: str) -> str:
+    """How many Databases the leading replica last saw in ``phase``, per namespace (a standby's
+    gauge keeps what it saw while it led)."""
+    return f"""\
+sum by (namespace) (
+  database_operator_databases{{phase="{phase}"}}
+  and on (job, instance) (database_operator_active == 1)
+) > 0"""
+
+
 WORKQUEUE_DEPTH = f"database_operator_workqueue_depth > {WORKQUEUE_BACKLOG}"
 
 #: What an alert about one Database names in its summary.
@@ -242,19 +254,20 @@ def groups(docs: str) -> list[Group]:
         ),
         _alert(
             "DatabaseFailed",
-            'database_operator_databases{phase="Failed"} > 0',
+            databases_in_phase("Failed"),
             "warning",
-            "{{ $value }} Database(s) cannot be acted on: kubectl get db -A; see the Ready "
-            "condition's reason",
+            "{{ $value }} Database(s) in {{ $labels.namespace }} cannot be acted on: kubectl "
+            "get db -n {{ $labels.namespace }}; see the Ready condition's reason",
             duration="10m",
             runbook=f"{docs}#troubleshooting-by-condition-reason",
         ),
         _alert(
             "DatabaseDegraded",
-            'database_operator_databases{phase="Degraded"} > 0',
+            databases_in_phase("Degraded"),
             "warning",
-            "{{ $value }} Database(s) lost pods or cannot be reconciled: kubectl get db -A; see "
-            "the Degraded condition's reason",
+            "{{ $value }} Database(s) in {{ $labels.namespace }} lost pods or cannot be "
+            "reconciled: kubectl get db -n {{ $labels.namespace }}; see the Degraded "
+            "condition's reason",
             duration="15m",
             runbook=f"{docs}#replicas-and-failover",
         ),

@@ -307,13 +307,35 @@ def test_no_active_replica_fires_once_every_replica_stands_by(tmp_path: Path) ->
     )
 
 
-def test_database_failed_counts_the_failed_databases(tmp_path: Path) -> None:
-    failed = {"phase": "Failed", **SCRAPE}
+def test_database_failed_counts_the_failed_databases_by_namespace(tmp_path: Path) -> None:
+    failed = {"phase": "Failed", "namespace": "team-a", **SCRAPE}
     run_promtool_test(
         tmp_path,
-        {series("database_operator_databases", failed): steps({0: 0, 60: 2})},
+        {
+            series("database_operator_active", SCRAPE): steps({0: 1}),
+            series("database_operator_databases", failed): steps({0: 0, 60: 2}),
+        },
         quiet("DatabaseFailed", 65),
-        firing("DatabaseFailed", 80, failed, value="2"),
+        firing("DatabaseFailed", 80, {"namespace": "team-a"}, value="2"),
+    )
+
+
+def test_database_failed_and_degraded_ignore_what_a_standby_saw(tmp_path: Path) -> None:
+    """A former leader keeps serving the phases it saw: only the leader's count."""
+    run_promtool_test(
+        tmp_path,
+        {
+            series("database_operator_active", SCRAPE): steps({0: 1}),
+            series("database_operator_active", STANDBY): steps({0: 0}),
+            series(
+                "database_operator_databases", {"phase": "Failed", "namespace": "a", **STANDBY}
+            ): steps({0: 1}),
+            series(
+                "database_operator_databases", {"phase": "Degraded", "namespace": "a", **STANDBY}
+            ): steps({0: 1}),
+        },
+        quiet("DatabaseFailed", 4 * HOUR),
+        quiet("DatabaseDegraded", 4 * HOUR),
     )
 
 
