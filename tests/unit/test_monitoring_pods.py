@@ -12,7 +12,7 @@ import pytest
 from database_operator import desired
 from database_operator.api.models import Database
 from database_operator.desired import monitoring
-from database_operator.desired.workload import container_security_context
+from database_operator.desired.common import container_security_context
 from database_operator.engines import ENGINES, Engine
 
 #: Each engine with the most pods it can run: postgres and redis have read replicas.
