@@ -3,7 +3,8 @@
 Starts a full local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
 kwok playing one node, so pods really get scheduled and become Ready without containers), runs
 the operator from the working tree, applies config/samples, and shows the Databases and their
-children live until every sample is Active; then takes a backup of one and restores it into a
+children live until every sample is Active, and where the metrics of the one with
+spec.monitoring are served; then takes a backup of one and restores it into a
 new Database (kwok completes the Jobs' pods). Everything keeps running afterwards so you can poke
 it; `make cluster-down` stops it all. Prints how long each stage took. With JAEGER=1 it starts
 Jaeger too and the operator sends it a trace of every reconcile.
@@ -36,7 +37,10 @@ from tests.controlplane import (  # noqa: E402 - after the path set-up above
 from tests.jaeger import Jaeger  # noqa: E402
 
 WORKDIR = ROOT / ".local"
-SAMPLES = [ROOT / "config" / "samples" / f"{name}.yaml" for name in ("postgres", "mysql", "redis")]
+SAMPLES = [
+    ROOT / "config" / "samples" / f"{name}.yaml"
+    for name in ("postgres", "mysql", "redis", "monitored")
+]
 TIMEOUT_S = 180
 
 timings: list[tuple[str, float]] = []
@@ -229,6 +233,25 @@ def backup_and_restore(kubeconfig: Path) -> bool:
     return True
 
 
+def metrics_endpoints(kubeconfig: Path) -> list[str]:
+    """Where the Databases with spec.monitoring serve their metrics: each Service's and pod's
+    port named `metrics`, and how to read it."""
+    lines = []
+    for kind in ("services", "pods"):
+        items = json.loads(run_kubectl(kubeconfig, "get", kind, "-o", "json"))["items"]
+        for item in items:
+            ports = (
+                item["spec"].get("ports", [])
+                if kind == "services"
+                else [p for c in item["spec"]["containers"] for p in c.get("ports", [])]
+            )
+            for found in ports:
+                if found.get("name") == "metrics":
+                    number = found.get("port") or found["containerPort"]
+                    lines.append(f"{kind[:-1]}/{item['metadata']['name']}  metrics: {number}")
+    return lines
+
+
 def wait_until(kubeconfig: Path, kind: str, name: str, phase: str) -> bool:
     """Print ``name``'s phase as it changes until it is ``phase``."""
     deadline = time.monotonic() + 60
@@ -277,6 +300,9 @@ def main() -> int:
     with stage("waiting for every Database to be Active"):
         ok = live_view(plane.kubeconfig)
     if ok:
+        with stage("metrics: the exporter beside the engine of catalog (spec.monitoring)"):
+            for line in metrics_endpoints(plane.kubeconfig):
+                print(f"    {line}")
         with stage("a backup of orders, and a new Database restored from it"):
             ok = backup_and_restore(plane.kubeconfig)
 
@@ -321,6 +347,10 @@ Every sample is Active. The cluster and the operator keep running; poke them:
   kubectl get job                                 # the backup and restore Jobs (kwok completes
                                                   #   their pods; the recipe tests run them)
   curl -s localhost:{metrics_port}/metrics | grep ^database_operator_   # the operator's metrics
+  kubectl get svc catalog -o jsonpath='{{.spec.ports}}'   # catalog's metrics port (9187)
+  kubectl get db catalog -o jsonpath='{{.spec.monitoring}}'   # its exporter (spec.monitoring)
+  # On a cluster that runs containers (kwok runs none, so nothing answers here):
+  #   kubectl port-forward svc/catalog 9187:metrics & curl -s localhost:9187/metrics | grep ^pg_up
   tail -f .local/logs/operator.log                # its JSON logs
 {traces_hint(jaeger)}
 Stop everything: make cluster-down"""

@@ -19,6 +19,7 @@ from database_operator.webhooks.admission import (
     Admission,
     RefusedError,
     deletion_problem,
+    exporter_image_problem,
     from_registry,
     image_problem,
     pinned_version,
@@ -79,6 +80,12 @@ def test_no_engine_means_postgres_and_an_unknown_one_is_left_to_the_schema() -> 
             {"engine": "redis", "podLabels": {"app.kubernetes.io/instance": "x"}},
             "spec.podLabels",
         ),
+        # v1-only through v1beta1: monitoring rides in an annotation no CRD schema checked.
+        (
+            {"engine": "redis", "monitoring": {"enabled": True, "image": ""}},
+            "spec.monitoring.image",
+        ),
+        ({"engine": "mysql", "port": 9104, "monitoring": {"enabled": True}}, "spec.port"),
     ],
 )
 def test_spec_problems_name_the_field(spec: dict[str, Any], field: str) -> None:
@@ -313,3 +320,48 @@ def test_admission_checks_the_image_only_when_it_changes() -> None:
     assert asyncio.run(checks.validate("UPDATE", scaled, running)) == []
     with pytest.raises(RefusedError, match="is not from an allowed registry"):
         asyncio.run(checks.validate("CREATE", running, None))
+
+
+def test_the_exporters_port_is_free_as_a_service_port_without_monitoring() -> None:
+    spec_problems({"engine": "mysql", "port": 9104})
+    spec_problems({"engine": "mysql", "port": 9104, "monitoring": {"enabled": False}})
+    spec_problems({"engine": "mysql", "port": 9187, "monitoring": {"enabled": True}})
+
+
+def test_the_policy_holds_the_exporters_image_to_the_same_registries() -> None:
+    allowed = ["registry.example.com/"]
+    assert exporter_image_problem(db({"engine": "redis"}), allowed) is None  # no exporter
+    off = db({"engine": "redis", "monitoring": {"enabled": False, "image": "evil.io/x:1"}})
+    assert exporter_image_problem(off, allowed) is None
+    pinned = exporter_image_problem(
+        db({"engine": "redis", "monitoring": {"enabled": True}}), allowed
+    )
+    assert pinned == (
+        "spec.monitoring.image (empty, so the pinned exporter release) "
+        "docker.io/oliver006/redis_exporter:v1.45.0 is not from an allowed registry "
+        "(registry.example.com/): set spec.monitoring.image to an image from one of them"
+    )
+    mirrored = {"enabled": True, "image": "registry.example.com/redis_exporter:v1.45.0"}
+    assert exporter_image_problem(db({"engine": "redis", "monitoring": mirrored}), allowed) is None
+    assert (
+        exporter_image_problem(db({"engine": "redis", "monitoring": {"enabled": True}}), []) is None
+    )
+
+
+def test_admission_checks_the_exporters_image_when_monitoring_turns_on_or_it_changes() -> None:
+    checks = Admission(FakeKube(), ["registry.example.com/"])  # type: ignore[arg-type]
+    ours = {"engine": "redis", "image": "registry.example.com/redis:7"}
+    before = manifest("orders", ours)
+    monitored = manifest("orders", {**ours, "monitoring": {"enabled": True}})
+    with pytest.raises(RefusedError, match=r"^spec\.monitoring\.image \(empty"):
+        asyncio.run(checks.validate("UPDATE", monitored, before))
+    mirrored = {"enabled": True, "image": "registry.example.com/redis_exporter:v1.45.0"}
+    assert (
+        asyncio.run(
+            checks.validate("UPDATE", manifest("orders", {**ours, "monitoring": mirrored}), before)
+        )
+        == []
+    )
+    # Already running with it (a policy made stricter later): an unrelated update goes through.
+    scaled = manifest("orders", {**ours, "replicas": 2, "monitoring": {"enabled": True}})
+    assert asyncio.run(checks.validate("UPDATE", scaled, monitored)) == []

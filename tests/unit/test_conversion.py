@@ -240,6 +240,13 @@ v1_only = {
     "nodeSelector": st.dictionaries(st.sampled_from(["disk", "zone"]), st.just("x"), max_size=2),
     "podLabels": st.dictionaries(st.sampled_from(["team", "tier"]), st.just("y"), max_size=2),
     "priorityClassName": st.just("high"),
+    "monitoring": st.fixed_dictionaries(
+        {"enabled": st.booleans()},
+        optional={
+            "image": st.sampled_from(["registry.example.com/exporter:v1"]),
+            "resources": st.just({"requests": {"memory": "32Mi"}}),
+        },
+    ),
 }
 storage = st.fixed_dictionaries(
     {"size": quantities}, optional={"storageClassName": st.sampled_from(["fast", "slow"])}
@@ -306,6 +313,17 @@ V1_ONLY_CASES = [
         },
         id="placement and pod metadata",
     ),
+    pytest.param(
+        {
+            "monitoring": {
+                "enabled": True,
+                "image": "registry.example.com/exporter:v1",
+                "resources": {"requests": {"cpu": "10m"}, "limits": {"memory": "64Mi"}},
+            }
+        },
+        id="monitoring",
+    ),
+    pytest.param({"monitoring": {"enabled": False}}, id="monitoring off"),
 ]
 
 
@@ -571,3 +589,15 @@ def test_a_v1beta1_object_gains_no_annotation_in_v1_and_loses_nothing(spec: dict
     nested = len(new["spec"].get("storage", {}))
     assert nested == flat
     assert len(new["spec"]) == len(spec) - flat + (1 if flat else 0)
+
+
+def test_spec_monitoring_rides_through_v1beta1_and_a_v1beta1_edit_keeps_it() -> None:
+    """The sidecar must not vanish because a client reads and writes the Database as v1beta1."""
+    monitoring = {"enabled": True, "resources": {"limits": {"cpu": "100m"}}}
+    obj = v1({"engine": "postgres", "replicas": 2, "monitoring": monitoring})
+    old = conversion.to_v1beta1(obj)
+    assert "monitoring" not in old["spec"]
+    assert json.loads(old["metadata"]["annotations"][V1_FIELDS]) == {"monitoring": monitoring}
+    old["spec"]["replicas"] = 3  # kubectl edit through v1beta1
+    back = conversion.to_v1(old)
+    assert back["spec"] == {"engine": "postgres", "replicas": 3, "monitoring": monitoring}

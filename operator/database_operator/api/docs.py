@@ -8,6 +8,8 @@ from database_operator.api import v1beta1
 from database_operator.api.backup import BACKUP_KIND, ORIGIN_LABEL, SCHEDULED
 from database_operator.api.crd import backup_crd, backup_openapi_schema, crd, openapi_schema
 from database_operator.api.models import GROUP, KIND, VERSION
+from database_operator.desired.monitoring import CONTAINER, PORT_NAME
+from database_operator.engines import ENGINES
 from database_operator.webhooks.admission import MAX_DATABASES, MAX_STORAGE
 from database_operator.webhooks.conversion import RENAMED, SHARED, STORAGE, V1_FIELDS
 
@@ -87,6 +89,18 @@ def _mapping() -> str:
     return "| v1beta1 | v1 |\n| --- | --- |\n" + "\n".join(rows)
 
 
+def _exporters_table() -> str:
+    rows = [
+        f"| {engine} | `{facts.exporter.image}` | {facts.exporter.port} | "
+        + ", ".join(f"`{var}` ← `{key}`" for var, key in facts.exporter.secret_env.items())
+        + " |"
+        for engine, facts in ENGINES.items()
+        if facts.exporter is not None
+    ]
+    header = "| engine | pinned exporter | port | credentials (env ← Secret key) |"
+    return header + "\n| --- | --- | --- | --- |\n" + "\n".join(rows)
+
+
 def _columns(columns: list[dict[str, Any]], *, wide: bool) -> str:
     return ", ".join(c["name"] for c in columns if bool(c.get("priority")) == wide)
 
@@ -138,8 +152,10 @@ operator's webhooks (served by every replica; `failurePolicy: Fail`, see
 - **Image policy.** With the operator's `--image-registries` set, the image a Database would
   run (`spec.image`, else the official image) must start with one of the prefixes, and a
   prefix ends where a path segment, tag or digest does: `registry.example.com` allows
-  `registry.example.com/pg:16`, never `registry.example.com.evil.io/pg:16`. Checked when the
-  image changes, so a stricter policy never blocks other updates of a running Database.
+  `registry.example.com/pg:16`, never `registry.example.com.evil.io/pg:16`. The metrics
+  exporter's image (`spec.monitoring.image`, else the pinned release) is held to the same
+  prefixes while `spec.monitoring.enabled`. Checked when an image changes, so a stricter policy
+  never blocks other updates of a running Database.
 - **Version changes the engine cannot make on its data** (with `spec.storage`): a
   major-version downgrade is refused; PostgreSQL opens no data directory of another major, so
   any major change is refused; MySQL upgrades one major at a time, further jumps are refused;
@@ -147,6 +163,26 @@ operator's webhooks (served by every replica; `failurePolicy: Fail`, see
   allowed major upgrade answers with a warning (kubectl prints it) to take a backup first.
 - **Deletion protection.** `spec.deletionProtection: true` refuses the DELETE (also of the
   namespace's Databases when the namespace is deleted) until it is set back to false.
+
+## Monitoring
+
+`spec.monitoring.enabled: true` runs the engine's Prometheus community exporter as a second
+container, `{CONTAINER}`, in every pod of the Database (primary and read replicas), and adds its
+port, named `{PORT_NAME}`, to the pods and to the Services:
+
+{_exporters_table()}
+
+The exporter reads the engine's credentials by reference (`secretKeyRef`) from the Secret the
+engine reads; a connection string that needs the password names it as `$(VAR)`, expanded by the
+kubelet, so no secret value is ever written into the Deployment. It runs under the same
+restricted security context as the engine (and a read-only root file system), with
+`spec.monitoring.resources` if given. It has no probes: an exporter that cannot reach the engine
+reports `*_up 0`, and its failure never takes a pod out of its Service. Turning monitoring on or
+off, or changing its image or resources, changes the pod template and so rolls the pods; a
+Database without `spec.monitoring` has exactly the pods and Services it had before.
+`spec.port` may not be the exporter's port while monitoring is on (the Services carry both), and
+the `{PORT_NAME}` port is on every Service of the Database: with `spec.serviceType` NodePort or
+LoadBalancer the metrics are reachable wherever the database is.
 
 ## status
 

@@ -155,7 +155,12 @@ class ResourceRequirements(_Model):
 
 
 class Monitoring(_Model):
-    """A Prometheus metrics exporter beside the engine in every pod of the Database."""
+    """A Prometheus metrics exporter beside the engine in every pod of the Database.
+
+    It reads the engine's credentials by reference from the Secret the pods already read, and
+    has no probes: an exporter that cannot reach the engine says so in its metrics, and never
+    takes the pod out of its Service.
+    """
 
     enabled: bool = Field(
         default=False,
@@ -166,6 +171,7 @@ class Monitoring(_Model):
     image: str | None = Field(
         default=None,
         min_length=1,
+        max_length=512,
         description="The exporter's image, instead of the pinned release the operator is "
         "tested with ("
         + "; ".join(
@@ -173,7 +179,7 @@ class Monitoring(_Model):
             for engine, facts in ENGINES.items()
             if facts.exporter is not None
         )
-        + ").",
+        + "). The image policy of the admission webhook applies to it as to spec.image.",
     )
     resources: ResourceRequirements | None = Field(
         default=None, description="Compute resources of the exporter container."
@@ -192,6 +198,26 @@ class CredentialsSecretRef(_Model):
             f"{engine}: {', '.join(facts.secret_keys)}" for engine, facts in ENGINES.items()
         )
         + ").",
+    )
+
+
+#: Each engine's exporter port (spec.monitoring): a port of the Services beside spec.port.
+EXPORTER_PORTS = {
+    engine: facts.exporter.port for engine, facts in ENGINES.items() if facts.exporter is not None
+}
+
+
+def _metrics_port_rule() -> dict[str, JsonValue]:
+    """With monitoring on, spec.port may not be the exporter's port: the Services have both."""
+    ports = ", ".join(f"'{engine}': {port}" for engine, port in EXPORTER_PORTS.items())
+    return cel(
+        "!has(self.port) || !has(self.monitoring) || !has(self.monitoring.enabled) "
+        "|| !self.monitoring.enabled "
+        f"|| self.port != {{{ports}}}[has(self.engine) ? self.engine : '{Engine.POSTGRES}']",
+        "spec.port may not be the metrics exporter's port while spec.monitoring.enabled ("
+        + ", ".join(f"{engine} {port}" for engine, port in EXPORTER_PORTS.items())
+        + "): the Services serve both",
+        ".port",
     )
 
 
@@ -239,6 +265,7 @@ class DatabaseSpec(_Model):
                     ".storage",
                 ),
                 *[_reserved_parameters_rule(engine) for engine in ENGINES],
+                _metrics_port_rule(),
                 cel(
                     "has(self.restore) == has(oldSelf.restore)",
                     "spec.restore is given when a Database is created, and kept: it cannot be "
@@ -380,7 +407,8 @@ class DatabaseSpec(_Model):
     )
     monitoring: Monitoring | None = Field(
         default=None,
-        description="Metrics of the database itself: an exporter sidecar Prometheus scrapes.",
+        description="Metrics of the database itself: an exporter sidecar Prometheus scrapes. "
+        "It has no probes: its failure never takes a pod out of its Service.",
     )
     backup: BackupPolicy | None = Field(
         default=None,

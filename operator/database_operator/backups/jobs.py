@@ -32,6 +32,7 @@ from database_operator.backups import agent, recipes
 from database_operator.desired.common import (
     MANAGED_BY,
     PRIMARY,
+    container_security_context,
     controlled_owner_references,
     engine_facts,
     host,
@@ -41,7 +42,6 @@ from database_operator.desired.common import (
     resolved_version,
 )
 from database_operator.desired.workload import (
-    container_security_context,
     env,
     image,
     placement,

@@ -55,6 +55,16 @@ def stamped(manifest: Manifest) -> Manifest:
     return {**manifest, "metadata": {**meta, "annotations": annotations}}
 
 
+def container_security_context() -> Manifest:
+    """The container part of the `restricted` Pod Security Standard, for every container of a
+    database pod (the engine's and the metrics exporter's)."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+    }
+
+
 def engine_facts(db: Database) -> EngineFacts:
     """The facts of the Database's engine."""
     return facts(db.spec.engine)

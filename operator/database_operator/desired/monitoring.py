@@ -11,7 +11,11 @@ line.
 from __future__ import annotations
 
 from database_operator.api.models import Database
-from database_operator.desired.common import credentials_secret_name, engine_facts
+from database_operator.desired.common import (
+    container_security_context,
+    credentials_secret_name,
+    engine_facts,
+)
 from database_operator.engines import Engine, ExporterFacts, facts
 from database_operator.manifest import Manifest
 
@@ -69,12 +73,9 @@ def exporter_container(db: Database) -> Manifest | None:
         "args": exporter_args(db.spec.engine),
         "env": exporter_env(db.spec.engine, credentials_secret_name(db), engine_facts(db).port),
         "ports": [{"name": PORT_NAME, "containerPort": exporter.port, "protocol": "TCP"}],
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-            "readOnlyRootFilesystem": True,
-        },
+        # The engine's restricted context; the exporter writes nothing, so its root file
+        # system is read-only too. It runs as the pod's (the engine's) UID.
+        "securityContext": container_security_context() | {"readOnlyRootFilesystem": True},
     }
     if monitoring.resources is not None:
         spec["resources"] = monitoring.resources.to_wire()

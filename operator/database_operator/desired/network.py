@@ -1,5 +1,5 @@
 """The Services in front of the database pods: read-write to the primary, read-only to the
-read replicas."""
+read replicas. With spec.monitoring each also has the exporter's port, named ``metrics``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from database_operator.desired.common import (
     resolved_port,
     selector_labels,
 )
+from database_operator.desired.monitoring import PORT_NAME, enabled, exporter_facts
 from database_operator.manifest import Manifest
 
 
@@ -45,7 +46,17 @@ def _service(db: Database, name: str, role: str) -> Manifest:
             "type": db.spec.service_type.value,
             "selector": selector_labels(db, role),
             "ports": [
-                {"name": port, "port": resolved_port(db), "targetPort": port, "protocol": "TCP"}
+                {"name": port, "port": resolved_port(db), "targetPort": port, "protocol": "TCP"},
+                *metrics_ports(db),
             ],
         },
     }
+
+
+def metrics_ports(db: Database) -> list[Manifest]:
+    """The exporter's port, on its own number, when monitoring is on; none otherwise (so a
+    Service without monitoring is what earlier releases wrote)."""
+    if not enabled(db):
+        return []
+    number = exporter_facts(db.spec.engine).port
+    return [{"name": PORT_NAME, "port": number, "targetPort": PORT_NAME, "protocol": "TCP"}]

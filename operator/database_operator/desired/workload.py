@@ -5,7 +5,8 @@ spec.replicas - 1 pods, ephemeral data cloned from the primary at every start) r
 lines of replication.py. Restricted pod security (non-root, no privilege escalation, no
 capabilities, RuntimeDefault seccomp), credentials only by reference to the Secret, probes from
 the engine's facts, and the user's placement (node selector, tolerations, affinity, topology
-spread, priority class) and engine settings.
+spread, priority class) and engine settings. With spec.monitoring, the metrics exporter
+(monitoring.py) runs beside the engine in every pod, primary and read replicas alike.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from database_operator.desired.common import (
     DATA_VOLUME,
     PRIMARY,
     REPLICA,
+    container_security_context,
     controlled_owner_references,
     credentials_secret_name,
     engine_facts,
@@ -33,6 +35,7 @@ from database_operator.desired.common import (
     resolved_version,
     selector_labels,
 )
+from database_operator.desired.monitoring import exporter_container
 from database_operator.engines import parameter_args
 from database_operator.manifest import Manifest
 
@@ -117,15 +120,6 @@ def liveness_probe(db: Database) -> Manifest:
     return {"tcpSocket": {"port": engine_name(db)}, "initialDelaySeconds": 30, "periodSeconds": 10}
 
 
-def container_security_context() -> Manifest:
-    """The container part of the `restricted` Pod Security Standard."""
-    return {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "runAsNonRoot": True,
-    }
-
-
 def pod_security_context(db: Database) -> Manifest:
     """Run as the UID the official image is built for; fsGroup makes the volume writable."""
     uid = engine_facts(db).uid
@@ -191,7 +185,8 @@ def placement(db: Database) -> Manifest:
 def pod_template(
     db: Database, credentials_checksum: str | None = None, role: str = PRIMARY
 ) -> Manifest:
-    """The pod: labelled, hardened, placed, one container, one data volume.
+    """The pod: labelled, hardened, placed, the engine's container (and the metrics exporter's
+    with spec.monitoring), one data volume.
 
     ``credentials_checksum`` (see desired.credentials_checksum) rolls the pods when the
     credentials change; None leaves it out (an offline render has no Secret to read).
@@ -210,7 +205,9 @@ def pod_template(
             # like an engine, which the official images' entrypoints may misread.
             "enableServiceLinks": False,
             "securityContext": pod_security_context(db),
-            "containers": [container(db, role)],
+            # Nothing is added without monitoring: the template stays what earlier releases
+            # wrote, so an upgrade rolls no pod.
+            "containers": [container(db, role), *filter(None, [exporter_container(db)])],
             "volumes": [data_volume(db, role)],
             **placement(db),
         },

@@ -4,9 +4,10 @@ Databases, the operator's settings, or the engine's upgrade path. Kopf's ``on.va
 
 - mutate: pin ``spec.version`` at create (and keep it pinned on update), so that an operator
   release with a newer default never upgrades an existing database on its own;
-- validate: the namespace's quota, the image policy, version changes the engine cannot make on
-  its data, deletion protection, a backup schedule that never fires, a restore from a backup
-  that does not exist, failed or cannot be read; warnings for what is allowed but risky.
+- validate: the namespace's quota, the image policy (the engine's and the metrics exporter's
+  images), version changes the engine cannot make on its data, deletion protection, a backup
+  schedule that never fires, a restore from a backup that does not exist, failed or cannot be
+  read; warnings for what is allowed but risky.
 """
 
 from __future__ import annotations
@@ -20,9 +21,16 @@ from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
 
 from database_operator.api.backup import BACKUP_KIND, DatabaseBackup
-from database_operator.api.models import GROUP, OWNED_POD_LABELS, Database, DatabaseSpec
+from database_operator.api.models import (
+    EXPORTER_PORTS,
+    GROUP,
+    OWNED_POD_LABELS,
+    Database,
+    DatabaseSpec,
+)
 from database_operator.backups import cron
 from database_operator.backups.restore import Gate, resolve
+from database_operator.desired.monitoring import exporter_container
 from database_operator.desired.workload import image
 from database_operator.engines import ENGINES, Engine, major_version, reserved_key
 from database_operator.kube import ApiError, Kube
@@ -84,6 +92,17 @@ def spec_problems(spec: Mapping[str, Any]) -> None:
         if reserved_key(checked.engine, key):
             message = f"spec.parameters.{key} is set by the operator for {checked.engine}"
             raise RefusedError(message, 422)
+    monitoring = checked.monitoring
+    if (
+        monitoring is not None
+        and monitoring.enabled
+        and checked.port == EXPORTER_PORTS.get(checked.engine)
+    ):
+        message = (
+            f"spec.port may not be the metrics exporter's port {checked.port} while "
+            "spec.monitoring.enabled: the Services serve both"
+        )
+        raise RefusedError(message, 422)
     for label in checked.pod_labels or {}:
         if label in OWNED_POD_LABELS:
             message = f"spec.podLabels may not set {label}: the operator selects its pods by it"
@@ -173,6 +192,30 @@ def image_problem(db: Database, allowed: Sequence[str]) -> str | None:
     )
 
 
+def exporter_image(db: Database) -> str | None:
+    """The metrics exporter's image the Database would run, or None without monitoring."""
+    container = exporter_container(db)
+    return str(container["image"]) if container is not None else None
+
+
+def exporter_image_problem(db: Database, allowed: Sequence[str]) -> str | None:
+    """Why the image policy refuses the metrics exporter's image (spec.monitoring), or None:
+    the policy is about what runs in the pods, and the exporter runs there too."""
+    running = exporter_image(db)
+    if running is None or not allowed or any(from_registry(running, p) for p in allowed):
+        return None
+    monitoring = db.spec.monitoring
+    where = (
+        "spec.monitoring.image"
+        if monitoring is not None and monitoring.image
+        else "spec.monitoring.image (empty, so the pinned exporter release)"
+    )
+    return (
+        f"{where} {running} is not from an allowed registry ({', '.join(allowed)}): set "
+        "spec.monitoring.image to an image from one of them"
+    )
+
+
 def version_change(old: Database, new: Database) -> Verdict:
     """Refuse a version change the engine cannot make on the data it keeps; warn when it can
     but there is no way back. Without storage the data goes with the pod anyway; with
@@ -256,6 +299,9 @@ class Admission:
         verdict = version_change(before, db) if before is not None else Verdict()
         image_changed = before is None or image(before) != image(db)
         if image_changed and (problem := image_problem(db, self.allowed_images)):
+            raise RefusedError(problem)
+        exporter_changed = before is None or exporter_image(before) != exporter_image(db)
+        if exporter_changed and (problem := exporter_image_problem(db, self.allowed_images)):
             raise RefusedError(problem)
         await self._check_quota(db.namespace, db.name, spec, (old or {}).get("spec"))
         return verdict.warnings + warnings

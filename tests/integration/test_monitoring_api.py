@@ -1,0 +1,220 @@
+"""spec.monitoring against a real kube-apiserver: what the CRD accepts, defaults and refuses, and
+what the operator's reconcile makes of it (the exporter in the pods, the metrics port on the
+Services), and that turning it on or off touches that Database's children only.
+
+No kubelet runs here: the tests play it through the Deployments' status (``play_kubelet``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.cluster import Cluster, play_kubelet, wait_for
+from tests.integration.conftest import OperatorProcess
+
+EXPORTER = "metrics-exporter"
+#: postgres_exporter's port (engines.py), the `metrics` port of the pods and the Services.
+METRICS_PORT = 9187
+
+
+def rejection(call: Any) -> tuple[int, str]:
+    """Status code and message of an API call that must fail."""
+    with pytest.raises(ApiException) as caught:
+        call()
+    return caught.value.status, json.loads(caught.value.body or "{}")["message"]
+
+
+def observed(cluster: Cluster, namespace: str, name: str, generation: int) -> dict[str, Any]:
+    """The Database once the operator has reconciled ``generation`` of it."""
+
+    def probe() -> dict[str, Any] | None:
+        db = cluster.get_db(namespace, name)
+        done = db.get("status", {}).get("observedGeneration", 0) >= generation
+        return db if done else None
+
+    return wait_for(probe, timeout=20, what=f"{name}: generation {generation} observed")
+
+
+def wire(cluster: Cluster, obj: Any) -> dict[str, Any]:
+    """A client object as the API server wrote it (camelCase)."""
+    found: dict[str, Any] = cluster.api.sanitize_for_serialization(obj)
+    return found
+
+
+def template(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    deployment = cluster.apps.read_namespaced_deployment(name, namespace)
+    found: dict[str, Any] = wire(cluster, deployment.spec.template)
+    return found
+
+
+def service_ports(cluster: Cluster, namespace: str, name: str) -> list[tuple[str, int, Any]]:
+    service = cluster.core.read_namespaced_service(name, namespace)
+    return [(p.name, p.port, p.target_port) for p in service.spec.ports]
+
+
+# --- the API --------------------------------------------------------------------------------
+
+
+def test_monitoring_is_accepted_and_defaults_to_off(cluster: Cluster, namespace: str) -> None:
+    empty = cluster.create_db(namespace, "empty", {"monitoring": {}})
+    assert empty["spec"]["monitoring"] == {"enabled": False}
+    on = cluster.create_db(namespace, "on", {"engine": "mysql", "monitoring": {"enabled": True}})
+    # No image is written: empty means the pinned release of the operator that runs it.
+    assert on["spec"]["monitoring"] == {"enabled": True}
+    full = {
+        "enabled": True,
+        "image": "registry.example.com/redis_exporter:v1.45.0",
+        "resources": {"requests": {"cpu": "10m"}, "limits": {"memory": "64Mi"}},
+    }
+    assert (
+        cluster.create_db(namespace, "full", {"engine": "redis", "monitoring": full})["spec"][
+            "monitoring"
+        ]
+        == full
+    )
+    absent = cluster.create_db(namespace, "absent", {})
+    assert "monitoring" not in absent["spec"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        ({"monitoring": {"enabled": True, "image": ""}}, "spec.monitoring.image", "at least 1"),
+        (
+            {"monitoring": {"enabled": True, "resources": {"limits": {"memory": "lots"}}}},
+            "spec.monitoring.resources.limits",
+            "should match",
+        ),
+        (
+            {"port": METRICS_PORT, "monitoring": {"enabled": True}},
+            "spec.port",
+            "may not be the metrics exporter's port",
+        ),
+        (
+            {"engine": "redis", "port": 9121, "monitoring": {"enabled": True}},
+            "spec.port",
+            "may not be the metrics exporter's port",
+        ),
+        ({"monitoring": {"enabled": "yes"}}, "spec.monitoring.enabled", "boolean"),
+    ],
+    ids=["empty image", "bad quantity", "postgres port clash", "redis port clash", "not bool"],
+)
+def test_a_bad_monitoring_value_is_refused_naming_the_field(
+    cluster: Cluster, namespace: str, spec: dict[str, Any], field: str, words: str
+) -> None:
+    status, message = rejection(lambda: cluster.create_db(namespace, "bad", spec))
+    assert status == 422
+    assert field in message, message
+    assert words in message, message
+
+
+def test_the_exporters_port_is_a_free_service_port_without_monitoring(
+    cluster: Cluster, namespace: str
+) -> None:
+    cluster.create_db(namespace, "off", {"port": METRICS_PORT, "monitoring": {"enabled": False}})
+    cluster.create_db(namespace, "absent", {"port": METRICS_PORT})
+    # Turning monitoring on later is refused the same way.
+    status, message = rejection(
+        lambda: cluster.patch_db(namespace, "off", {"spec": {"monitoring": {"enabled": True}}})
+    )
+    assert status == 422
+    assert "spec.port" in message
+
+
+def test_kubectl_explain_documents_monitoring(cluster: Cluster) -> None:
+    explained = cluster.kubectl("explain", "database.spec.monitoring")
+    for field in ("enabled", "image", "resources"):
+        assert f"  {field}\t" in explained
+    assert "never takes a pod out of its Service" in " ".join(explained.split())
+    image = " ".join(cluster.kubectl("explain", "database.spec.monitoring.image").split())
+    assert "quay.io/prometheuscommunity/postgres-exporter:v0.11.1" in image
+
+
+# --- the operator's children ------------------------------------------------------------------
+
+
+def test_the_reconcile_puts_the_exporter_in_every_pod_and_the_port_on_every_service(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    cluster.create_db(
+        namespace,
+        "watched",
+        {"replicas": 2, "monitoring": {"enabled": True, "resources": {"limits": {"cpu": "50m"}}}},
+    )
+    observed(cluster, namespace, "watched", 1)
+    for name in ("watched", "watched-replicas"):
+        pod = template(cluster, namespace, name)["spec"]
+        engine, exporter = pod["containers"]
+        assert engine["name"] == "postgres"
+        assert exporter["name"] == EXPORTER
+        assert exporter["image"] == "quay.io/prometheuscommunity/postgres-exporter:v0.11.1"
+        assert exporter["ports"] == [
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}
+        ]
+        assert exporter["resources"] == {"limits": {"cpu": "50m"}}
+        assert exporter["securityContext"]["runAsNonRoot"] is True
+        assert exporter["securityContext"]["allowPrivilegeEscalation"] is False
+        assert not {"readinessProbe", "livenessProbe", "startupProbe"} & set(exporter)
+        refs = {
+            e["name"]: e["valueFrom"]["secretKeyRef"] for e in exporter["env"] if "valueFrom" in e
+        }
+        assert refs == {
+            "DATA_SOURCE_USER": {"name": "watched-credentials", "key": "username"},
+            "DATA_SOURCE_PASS": {"name": "watched-credentials", "key": "password"},
+        }
+        assert service_ports(cluster, namespace, name) == [
+            ("postgres", 5432, "postgres"),
+            ("metrics", METRICS_PORT, "metrics"),
+        ]
+    # The generated password appears nowhere in what the operator wrote but its Secret.
+    secret = cluster.core.read_namespaced_secret("watched-credentials", namespace)
+    password = secret.data["password"]
+    deployments = cluster.kubectl("get", "deploy,svc", "-n", namespace, "-o", "json")
+    assert password not in deployments
+    assert base64.b64decode(password).decode() not in deployments
+
+
+def test_turning_monitoring_on_and_off_changes_only_that_databases_pod_template(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    for name in ("toggled", "bystander"):
+        cluster.create_db(namespace, name, {"replicas": 2})
+        observed(cluster, namespace, name, 1)
+        play_kubelet(cluster, namespace, name)
+    before = {name: template(cluster, namespace, name) for name in ("toggled", "toggled-replicas")}
+    untouched = {
+        name: (
+            cluster.apps.read_namespaced_deployment(name, namespace).metadata.resource_version,
+            cluster.core.read_namespaced_service(name, namespace).metadata.resource_version,
+        )
+        for name in ("bystander", "bystander-replicas")
+    }
+
+    cluster.patch_db(namespace, "toggled", {"spec": {"monitoring": {"enabled": True}}})
+    observed(cluster, namespace, "toggled", 2)
+    for name, old in before.items():
+        new = template(cluster, namespace, name)
+        assert [c["name"] for c in new["spec"]["containers"]] == ["postgres", EXPORTER]
+        # Only the exporter is added: the engine's container and the rest of the pod stay.
+        assert new["spec"]["containers"][0] == old["spec"]["containers"][0]
+        assert {**new["spec"], "containers": None} == {**old["spec"], "containers": None}
+        assert new["metadata"] == old["metadata"]
+        assert ("metrics", METRICS_PORT, "metrics") in service_ports(cluster, namespace, name)
+
+    cluster.patch_db(namespace, "toggled", {"spec": {"monitoring": {"enabled": False}}})
+    observed(cluster, namespace, "toggled", 3)
+    for name, old in before.items():
+        # Server-side apply takes the container and the port back: the pods are as before.
+        assert template(cluster, namespace, name) == old
+        assert [p[0] for p in service_ports(cluster, namespace, name)] == ["postgres"]
+
+    for name, versions in untouched.items():
+        assert (
+            cluster.apps.read_namespaced_deployment(name, namespace).metadata.resource_version,
+            cluster.core.read_namespaced_service(name, namespace).metadata.resource_version,
+        ) == versions, f"{name} was written"
