@@ -197,7 +197,6 @@ sum by (namespace) (
 ) > 0"""
 
 
-
 def databases_in_phase(phase: str) -> str:
     """How many Databases the leading replica last saw in ``phase``, per namespace (a standby's
     gauge keeps what it saw while it led)."""

@@ -89,7 +89,7 @@ def test_the_exporter_runs_beside_the_engine_in_every_pod(engine: Engine) -> Non
         assert sidecar["ports"] == [
             {"name": "metrics", "containerPort": facts.port, "protocol": "TCP"}
         ]
-        assert sidecar["args"] == [f"--web.listen-address=:{facts.port}"]
+        assert sidecar["args"] == [f"--web.listen-address=:{facts.port}", *facts.args]
         assert "resources" not in sidecar
         # The rest of the pod (volumes, security context, labels) is the same.
         template = {**after["spec"]["template"]}
