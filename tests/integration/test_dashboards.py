@@ -5,13 +5,17 @@ Each panel's every query (and each template variable's ``label_values`` query) i
 Grafana would send it — its variables substituted: ``namespace`` and ``database`` by what the
 test made (a multi-select, as Grafana writes it: ``(a|b)``), ``$__rate_interval`` by 30s (a
 1-second scrape makes that many samples), ``$__interval`` by 5s, ``$__range`` by 10m — through
-Prometheus's HTTP API, and must return at least one series. A failure names the dashboard, the
-panel and the query.
+Prometheus's HTTP API, and must return at least one series with a value that is not NaN (a
+quantile of a histogram that observed nothing in the window is NaN: Grafana draws nothing). A
+failure names the dashboard, the panel and the query.
 
-- The operator's dashboard: a Prometheus scrapes the real operator (`database-operator run`)
-  against the real kube-apiserver, with Databases in several phases (Active, Pending, Failed)
-  and backups (one completed, one failed), so that reconciles, failures, the work queue, the
-  phases and the backup gauges all have samples.
+- The operator's dashboard: a Prometheus scrapes the real operator (`database-operator run`,
+  its webhooks served and registered as tests/integration/test_webhooks.py runs them) against
+  the real kube-apiserver, with Databases in several phases (Active, Pending, Failed) and
+  backups (one completed before, one failed, one that completes while Prometheus scrapes), so
+  that reconciles, failures, the work queue, the phases, the webhooks' latency and the backups'
+  gauges and duration all have samples. No Job controller or kubelet runs there: the test
+  plays them for the backup's Job, with the backup agent's own result (`finish_backup_job`).
 - The databases' dashboard: the same Prometheus scrapes the real exporters beside real
   PostgreSQL, MariaDB and Redis primaries and replicas on loopback (tests/exporters.py), with
   the labels the PodMonitor's relabelings give pods in a cluster (namespace, pod, database,
@@ -23,26 +27,31 @@ them. Each test prints how many panels and queries it checked (`pytest -s` shows
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from database_operator import dashboards
-from tests.cluster import GROUP, VERSION, Cluster, play_kubelet, wait_for
+from database_operator.backups import agent
+from database_operator.backups.recipes import BACKUP_DIR
+from database_operator.backups.state import UPLOAD_CONTAINER
+from tests.cluster import GROUP, PLURAL, VERSION, Cluster, play_kubelet, wait_for
 from tests.controlplane import free_port
 from tests.exporters import (
     Fleet,
     exporter_fleet,  # noqa: F401 - the fleet fixture
     prometheus_server,
 )
-from tests.integration.conftest import RESYNC_S, start_operator
 from tests.integration.test_prometheus import query
+from tests.integration.test_webhooks import CRD, start_webhook_operator
 
 SCRAPE_INTERVAL_S = 1
 #: Grafana's built-in interval variables, as a dashboard on a 1-second scrape would have them.
@@ -50,6 +59,8 @@ BUILT_INS = {"__rate_interval": "30s", "__interval": "5s", "__range": "10m"}
 #: Time for every query to have data: the first reconciles, and a few scrapes for the rates.
 DATA_TIMEOUT_S = 90
 BACKUPS = "databasebackups"
+#: The label the Job controller puts on a Job's pods (the operator finds them by it).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def substitute(expr: str, variables: Mapping[str, str]) -> str:
@@ -87,49 +98,54 @@ def dashboard_queries(dashboard: dict[str, Any]) -> list[tuple[str, str, str | N
     return found
 
 
-def without_data(
+def without_a_value(
     prometheus: str, dashboard: dict[str, Any], variables: Mapping[str, str]
 ) -> list[str]:
-    """The queries of ``dashboard`` that return no series, each named with its panel."""
+    """The queries of ``dashboard`` that return no series, or only NaN (a quantile of a histogram
+    that observed nothing in the window: Grafana draws no line, the panel looks empty), each
+    named with its panel."""
     missing = []
     for what, expr, label in dashboard_queries(dashboard):
         promql = substitute(expr, variables)
         result = query(prometheus, promql)
         # A variable lists the label's values: a series without the label gives it none.
-        if not [series for series in result if label is None or series["metric"].get(label)]:
-            missing.append(f"{dashboard['title']!r} {what}: {promql}")
+        found = [series for series in result if label is None or series["metric"].get(label)]
+        if not found:
+            missing.append(f"{dashboard['title']!r} {what}: no series: {promql}")
+        elif all(math.isnan(float(series["value"][1])) for series in found):
+            missing.append(f"{dashboard['title']!r} {what}: only NaN: {promql}")
     return missing
 
 
 def check_every_query(
-    prometheus: str, dashboard: dict[str, Any], variables: Mapping[str, str]
-) -> list[tuple[str, str]]:
-    """Wait until every query of ``dashboard`` returns a series (failing, naming those that do
-    not); print the count; return the queries whose values are all NaN (a quantile of a
-    histogram that observed nothing in the window: the panel draws no line, but has data)."""
+    prometheus: str,
+    dashboard: dict[str, Any],
+    variables: Mapping[str, str],
+    traffic: Callable[[], None] = lambda: None,
+) -> None:
+    """Wait until every query of ``dashboard`` returns a value that is not NaN (failing, naming
+    those that do not); print the count. ``traffic``, called before each look, keeps something
+    observed within the rate interval (the webhooks' reviews)."""
     missing: list[str] = []
 
     def all_answer() -> bool:
-        missing[:] = without_data(prometheus, dashboard, variables)
+        traffic()
+        missing[:] = without_a_value(prometheus, dashboard, variables)
         return not missing
 
+    started = time.monotonic()
     try:
-        wait_for(all_answer, timeout=DATA_TIMEOUT_S, what="every query to return data")
+        wait_for(all_answer, timeout=DATA_TIMEOUT_S, what="every query to return a value")
     except AssertionError:
         raise AssertionError(
-            f"{len(missing)} queries return no data:\n" + "\n".join(missing)
+            f"{len(missing)} queries return no value:\n" + "\n".join(missing)
         ) from None
     queries = dashboard_queries(dashboard)
     print(
         f"{dashboard['title']!r}: {len(dashboard['panels'])} panels, {len(queries)} queries "
-        "(variables' included), each returned data"
+        f"(variables' included), each returned a value that is not NaN, within "
+        f"{time.monotonic() - started:.1f} s"
     )
-    nan_only = []
-    for what, expr, _ in queries:
-        result = query(prometheus, substitute(expr, variables))
-        if all(math.isnan(float(series["value"][1])) for series in result):
-            nan_only.append((what, expr))
-    return nan_only
 
 
 def write_backup_status(
@@ -232,10 +248,134 @@ def databases_in_several_phases(cluster: Cluster, namespace: str) -> list[str]:
     return ["orders", "sessions", "inventory", "clash", "claimed"]
 
 
+def webhook_traffic(cluster: Cluster, namespace: str) -> Callable[[], None]:
+    """Reviews for each of the operator's webhooks: a Database write (server-side dry run: it
+    passes the mutating and validating webhooks and stores nothing) and a read through v1beta1
+    (the conversion)."""
+    probe = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Database",
+        "metadata": {"name": "webhook-probe"},
+        "spec": {"engine": "redis"},
+    }
+
+    def review() -> None:
+        cluster.custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, probe, dry_run="All"
+        )
+        cluster.custom.list_namespaced_custom_object(GROUP, "v1beta1", namespace, PLURAL)
+
+    return review
+
+
+@contextmanager
+def conversion_kept(cluster: Cluster) -> Iterator[None]:
+    """The CRD's conversion stanza as it was before: an operator run with ``--webhook-url``
+    points it at its own URL and leaves it there when it stops; the session's other tests find
+    the CRD as the session installed it."""
+    before = cluster.kubectl("get", "crd", CRD, "-o", "jsonpath={.spec.conversion}")
+    try:
+        yield
+    finally:
+        patch = [{"op": "replace", "path": "/spec/conversion", "value": json.loads(before)}]
+        cluster.kubectl("patch", "crd", CRD, "--type=json", "-p", json.dumps(patch))
+        after = cluster.kubectl("get", "crd", CRD, "-o", "jsonpath={.spec.conversion}")
+        assert json.loads(after) == json.loads(before), after
+
+
+def stamp(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def finish_backup_job(cluster: Cluster, namespace: str, backup: str, scratch: Path) -> None:
+    """Play the Job controller and the kubelet for ``backup``'s running Job: its pod (the Job's
+    template) ran, the upload container ended with the agent's result as its termination
+    message, and the Job completed.
+
+    The result is the agent's own: `agent.main` runs the upload container's command line (its
+    paths mapped into ``scratch``) on a stand-in dump, storing it in a folder (the agent's
+    PersistentVolumeClaim store) where the Job names a bucket: what the agent reports does not
+    depend on where it stored the dump."""
+    status = cluster.get_backup(namespace, backup)["status"]
+    job = cluster.batch.read_namespaced_job(status["job"], namespace)
+    template = cluster.core.api_client.sanitize_for_serialization(job.spec.template)
+    upload = next(c for c in template["spec"]["containers"] if c["name"] == UPLOAD_CONTAINER)
+    files, store, result = scratch / "backup", scratch / "store", scratch / "result.json"
+    files.mkdir(parents=True)
+    store.mkdir()
+    args = [arg.replace(f"={BACKUP_DIR}/", f"={files}/") for arg in upload["command"][2:]]
+    flags = dict(arg.removeprefix("--").split("=", 1) for arg in args if arg.startswith("--"))
+    Path(flags["file"]).write_bytes(b"what the dump container wrote\n" * 64)
+    # What the dump container writes beside the dump: the server's version.
+    version = cluster.get_db(namespace, flags["database"])["spec"]["version"]
+    Path(flags["version-file"]).write_text(f"{version}\n")
+    key = next(e["value"] for e in upload["env"] if e["name"] == agent.KEY)
+    ran = agent.main(
+        ["--result-file", str(result), *args], {agent.KEY: key, agent.PVC_DIR: str(store)}
+    )
+    assert ran == 0, result.read_text()
+
+    started = status["startedAt"]
+    # Whole seconds, as the API server keeps them; not before the backup started.
+    finished = stamp(datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1))
+    pod = {
+        "metadata": {
+            "name": f"{job.metadata.name}-play",
+            "labels": {
+                **(template["metadata"].get("labels") or {}),
+                JOB_NAME_LABEL: job.metadata.name,
+            },
+        },
+        "spec": template["spec"],
+    }
+    cluster.core.create_namespaced_pod(namespace, pod)
+
+    def ended(container: dict[str, Any], message: str = "") -> dict[str, Any]:
+        terminated = {"exitCode": 0, "reason": "Completed", "startedAt": started}
+        terminated |= {"finishedAt": finished} | ({"message": message} if message else {})
+        return {
+            "name": container["name"],
+            "image": container["image"],
+            "imageID": "",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"terminated": terminated},
+        }
+
+    cluster.core.patch_namespaced_pod_status(
+        pod["metadata"]["name"],
+        namespace,
+        {
+            "status": {
+                "phase": "Succeeded",
+                "initContainerStatuses": [ended(c) for c in template["spec"]["initContainers"]],
+                "containerStatuses": [ended(upload, result.read_text())],
+            }
+        },
+    )
+    done = {"lastProbeTime": finished, "lastTransitionTime": finished}
+    cluster.batch.patch_namespaced_job_status(
+        job.metadata.name,
+        namespace,
+        {
+            "status": {
+                "startTime": started,
+                "completionTime": finished,
+                "succeeded": 1,
+                "active": 0,
+                "conditions": [
+                    {"type": "SuccessCriteriaMet", "status": "True", **done},
+                    {"type": "Complete", "status": "True", **done},
+                ],
+            }
+        },
+    )
+
+
 def test_every_query_of_the_operator_dashboard_returns_data(
     cluster: Cluster, namespace: str, tmp_path: Path
 ) -> None:
-    with claims_refused(cluster, namespace):
+    with conversion_kept(cluster), claims_refused(cluster, namespace):
         names = databases_in_several_phases(cluster, namespace)
         check_operator_dashboard(cluster, namespace, tmp_path, names)
 
@@ -243,14 +383,13 @@ def test_every_query_of_the_operator_dashboard_returns_data(
 def check_operator_dashboard(
     cluster: Cluster, namespace: str, tmp_path: Path, names: list[str]
 ) -> None:
+    """The operator serves its webhooks (registered for the namespace, as
+    tests/integration/test_webhooks.py runs it), which review writes and reads while the queries
+    are asked; a backup of ``sessions`` runs, and its Job completes once Prometheus scrapes, so
+    that the backup duration has an observation in the rate interval."""
     metrics_port = free_port()
-    operator = start_operator(
-        cluster,
-        tmp_path / "operator.log",
-        f"--namespace={namespace}",
-        f"--resync-interval={RESYNC_S}",
-        f"--metrics-port={metrics_port}",
-        "--health-port=0",
+    hooks = start_webhook_operator(
+        cluster, namespace, tmp_path / "operator.log", f"--metrics-port={metrics_port}"
     )
     try:
         wait_for(
@@ -264,20 +403,47 @@ def check_operator_dashboard(
             lambda: cluster.get_db(namespace, "sessions")["status"]["phase"] == "Active",
             what="sessions Active",
         )
+        cluster.s3_credentials(namespace)
+        destination = {
+            "s3": {"bucket": "backups", "credentialsSecretRef": {"name": "backup-credentials"}}
+        }
+        cluster.create_backup(
+            namespace, "sessions-now", {"database": "sessions", "destination": destination}
+        )
+        wait_for(
+            lambda: backup_phase(cluster, namespace, "sessions-now") == "Running",
+            what="the backup's Job created",
+        )
         scrape = {
             "job_name": "database-operator",
             "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}],
         }
         with prometheus_server(tmp_path, [scrape], SCRAPE_INTERVAL_S) as prometheus:
+            # The histograms' zeros scraped first: the completion is an increase rate() sees.
+            wait_for(
+                lambda: query(prometheus, "database_operator_backup_duration_seconds_count"),
+                what="a first scrape of the operator",
+            )
+            finish_backup_job(cluster, namespace, "sessions-now", tmp_path / "agent")
+            wait_for(
+                lambda: backup_phase(cluster, namespace, "sessions-now") == "Completed",
+                what="the backup Completed",
+            )
             phases = {name: cluster.get_db(namespace, name)["status"]["phase"] for name in names}
-            nan_only = check_every_query(
+            check_every_query(
                 prometheus,
                 dashboards.operator_dashboard(),
                 {"datasource": "prometheus", "namespace": namespace, "database": multi(*names)},
+                webhook_traffic(cluster, namespace),
             )
-            print(f"phases: {phases}; quantiles with no observation in the window: {nan_only}")
+            print(f"phases: {phases}")
     finally:
-        assert operator.stop() == 0, operator.log_text()[-3000:]
+        assert hooks.process.stop() == 0, hooks.process.log_text()[-3000:]
+
+
+def backup_phase(cluster: Cluster, namespace: str, name: str) -> str | None:
+    phase = cluster.get_backup(namespace, name).get("status", {}).get("phase")
+    return str(phase) if phase else None
 
 
 def test_every_query_of_the_databases_dashboard_returns_data(
@@ -294,7 +460,7 @@ def test_every_query_of_the_databases_dashboard_returns_data(
         tmp_path, [fleet.scrape_config(SCRAPE_INTERVAL_S)], SCRAPE_INTERVAL_S
     ) as prometheus:
         fleet.load(2)
-        nan_only = check_every_query(
+        check_every_query(
             prometheus,
             dashboards.databases_dashboard(),
             {
@@ -303,4 +469,3 @@ def test_every_query_of_the_databases_dashboard_returns_data(
                 "database": multi(*databases),
             },
         )
-    assert nan_only == [], f"queries whose every value is NaN: {nan_only}"
