@@ -27,7 +27,6 @@ them. Each test prints how many panels and queries it checked (`pytest -s` shows
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -51,7 +50,7 @@ from tests.exporters import (
     prometheus_server,
 )
 from tests.integration.test_prometheus import query
-from tests.integration.test_webhooks import CRD, start_webhook_operator
+from tests.integration.test_webhooks import conversion_kept, start_webhook_operator
 
 SCRAPE_INTERVAL_S = 1
 #: Grafana's built-in interval variables, as a dashboard on a 1-second scrape would have them.
@@ -266,21 +265,6 @@ def webhook_traffic(cluster: Cluster, namespace: str) -> Callable[[], None]:
         cluster.custom.list_namespaced_custom_object(GROUP, "v1beta1", namespace, PLURAL)
 
     return review
-
-
-@contextmanager
-def conversion_kept(cluster: Cluster) -> Iterator[None]:
-    """The CRD's conversion stanza as it was before: an operator run with ``--webhook-url``
-    points it at its own URL and leaves it there when it stops; the session's other tests find
-    the CRD as the session installed it."""
-    before = cluster.kubectl("get", "crd", CRD, "-o", "jsonpath={.spec.conversion}")
-    try:
-        yield
-    finally:
-        patch = [{"op": "replace", "path": "/spec/conversion", "value": json.loads(before)}]
-        cluster.kubectl("patch", "crd", CRD, "--type=json", "-p", json.dumps(patch))
-        after = cluster.kubectl("get", "crd", CRD, "-o", "jsonpath={.spec.conversion}")
-        assert json.loads(after) == json.loads(before), after
 
 
 def stamp(when: datetime) -> str:

@@ -28,7 +28,13 @@ from database_operator.metrics import Metrics
 from tests.cluster import Cluster, play_kubelet, wait_for
 from tests.controlplane import free_port
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
-from tests.integration.test_webhooks import BETA, apply, database, start_webhook_operator
+from tests.integration.test_webhooks import (
+    BETA,
+    apply,
+    conversion_kept,
+    database,
+    start_webhook_operator,
+)
 
 SCRAPE_INTERVAL_S = 1
 #: Time for a change to reach a query: a scrape, and the operator's own reconcile before it.
@@ -246,6 +252,13 @@ def test_the_suggested_alerts_are_valid_rules_on_metrics_the_operator_serves(
     served |= {f"{name}_bucket" for name in served}
     read = set(re.findall(r"database_operator_[a-z_]+", rules.read_text()))
     assert read <= served, read - served
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _conversion_restored(cluster: Cluster) -> Iterator[None]:
+    """The webhook test's operator leaves the CRD's conversion on its URL."""
+    with conversion_kept(cluster):
+        yield
 
 
 def test_the_operator_serves_failures_by_reason_its_queue_and_its_webhooks_answer_times(

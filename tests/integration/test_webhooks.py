@@ -17,6 +17,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,27 @@ def start_webhook_operator(
     running = WebhookOperator(process, port, health_port, name)
     wait_for(running.ready, timeout=30, what="/readyz with the webhooks served")
     return running
+
+
+@contextmanager
+def conversion_kept(cluster: Cluster) -> Iterator[None]:
+    """The CRD's conversion stanza as it was before: an operator run with ``--webhook-url``
+    points it at its own URL and leaves it there when it stops (other replicas may still serve
+    it); the session's other tests find the CRD as the session installed it."""
+    before = cluster.kubectl("get", "crd", CRD, "-o", "jsonpath={.spec.conversion}")
+    try:
+        yield
+    finally:
+        patch = [{"op": "replace", "path": "/spec/conversion", "value": json.loads(before)}]
+        cluster.kubectl("patch", "crd", CRD, "--type=json", "-p", json.dumps(patch))
+        after = cluster.kubectl("get", "crd", CRD, "-o", "jsonpath={.spec.conversion}")
+        assert json.loads(after) == json.loads(before), after
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _conversion_restored(cluster: Cluster) -> Iterator[None]:
+    with conversion_kept(cluster):
+        yield
 
 
 @pytest.fixture
