@@ -8,13 +8,16 @@ stripped of `managedFields`, which is most of an object's size and read only to 
 
 `CachedKube` is the `Kube` the reconcile talks to: reads of the watched kinds come from the
 cache, everything else goes to the API server, and every answer to a write goes into the cache.
-Secrets are never cached: the operator holds no list or watch permission on Secrets (that would
-let it read every Secret of the cluster), so it reads the two it needs by name.
+Only what the watches would deliver is kept (an object carrying our labels): a user's
+namesake, or a user's Secret read by name, is asked of the API server each time, since no event
+would tell the cache it changed. Secrets are watched by label like the other children (the ones
+the operator generated), but a Secret the cache lacks may be a user's (``credentialsSecretRef``,
+a backup's storage credentials): ``get`` asks the API server for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from database_operator.api.models import KIND
@@ -24,6 +27,9 @@ from database_operator.ownership import owner_key
 
 #: An object by (kind, namespace, name).
 ObjectKey = tuple[str, str, str]
+#: Kinds whose objects the cache may lack though they exist and are wanted: a user's Secret
+#: carries no label of ours. ``CachedKube.get`` asks the API server when the cache lacks one.
+LIVE_WHEN_MISSING = frozenset({"Secret"})
 
 
 def stripped(body: Mapping[str, Any]) -> Manifest:
@@ -136,13 +142,21 @@ class CachedKube:
     our label); ``get_live`` asks the API server (before creating: a namesake without our label
     is invisible to the watch)."""
 
-    def __init__(self, kube: Kube, cache: ObjectCache) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        cache: ObjectCache,
+        watched: Callable[[Manifest], bool] = lambda _: True,
+    ) -> None:
         self.live = kube
         self.cache = cache
         self.field_manager = kube.field_manager
+        #: Whether the watches deliver an object's events (its labels select it): only those
+        #: are kept, since the cache of any other would never hear of its changes.
+        self.watched = watched
 
     def _keep(self, obj: Manifest | None) -> Manifest | None:
-        if obj and self.cache.holds(str(obj.get("kind", ""))):
+        if obj and self.cache.holds(str(obj.get("kind", ""))) and self.watched(obj):
             self.cache.put(obj)
         return obj
 
@@ -150,9 +164,12 @@ class CachedKube:
         return self.cache.holds(kind)
 
     async def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
-        if self.cache.holds(kind):
-            return self.cache.get(kind, namespace, name)
-        return await self.live.get(kind, namespace, name)
+        if not self.cache.holds(kind):
+            return await self.live.get(kind, namespace, name)
+        found = self.cache.get(kind, namespace, name)
+        if found is None and kind in LIVE_WHEN_MISSING:
+            return await self.get_live(kind, namespace, name)
+        return found
 
     async def get_live(self, kind: str, namespace: str, name: str) -> Manifest | None:
         return self._keep(await self.live.get(kind, namespace, name))

@@ -48,7 +48,7 @@ from database_operator.reconcile import (
     system_clock,
     write_status,
 )
-from database_operator.selection import child_selector, database_selector
+from database_operator.selection import child_selected, child_selector, database_selector
 from database_operator.status import DEGRADED, Outcome
 from database_operator.workqueue import WorkQueue
 
@@ -69,8 +69,8 @@ TRIGGERS = {None: "resume", "ADDED": "create", "MODIFIED": "update"}
 #: schedule's due time.
 SCHEDULED = frozenset({"resync", "retry", "resume", "audit", "schedule", "leader", "stale"})
 #: The children the watches deliver whole (by our label): read from the cache, not the server.
-#: Jobs take and restore backups.
-WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim", "Job")
+#: Jobs take and restore backups; the Secrets are the ones the operator generated.
+WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim", "Job", "Secret")
 
 
 def failure_reason(status: DatabaseStatus) -> str | None:
@@ -127,7 +127,9 @@ class Controller:
             max_delay=self.settings.retry_max_delay,
             on_wait=self.metrics.workqueue_wait.observe,
         )
-        self.client = CachedKube(self.kube, self.children)
+        self.client = CachedKube(
+            self.kube, self.children, lambda obj: child_selected(self.settings, obj)
+        )
         self.backups = BackupController(
             self.kube,
             self.client,

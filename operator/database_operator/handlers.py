@@ -1,11 +1,11 @@
 """Kopf wiring only: which watch events reach the controller, and Kopf's own settings.
 
-Kopf watches (Databases and DatabaseBackups; Deployments, Services, claims and Jobs selected by
-our label on the server; with a shard, only that shard's) and logs in. Every replica watches,
-leader or not (leader.py decides who reconciles): a standby's caches are warm when it takes over.
-Every event only feeds the controller's caches and queues (controller.py), which reconcile: no
-Kopf change handlers, so Kopf writes nothing on the Databases itself — no progress or diff-base
-annotations, no finalizer of its own.
+Kopf watches (Databases and DatabaseBackups; Deployments, Services, claims, Jobs and Secrets
+selected by our label on the server; with a shard, only that shard's) and logs in. Every replica
+watches, leader or not (leader.py decides who reconciles): a standby's caches are warm when it
+takes over. Every event only feeds the controller's caches and queues (controller.py), which
+reconcile: no Kopf change handlers, so Kopf writes nothing on the Databases itself — no progress
+or diff-base annotations, no finalizer of its own.
 
 The children's cache is filled by one listing per kind before the workers start
 (controller.prime), so the first reconcile after a start already sees every child; the watch
@@ -35,6 +35,10 @@ CHILD_RESOURCES = (
     ("", "v1", "services"),
     ("", "v1", "persistentvolumeclaims"),
     ("batch", "v1", "jobs"),
+    # Only the Secrets the operator generated (credentials, connection), selected by its label on
+    # the server: a steady resync reads none (docs/operations.md, "Why the operator may list
+    # Secrets").
+    ("", "v1", "secrets"),
 )
 #: Kopf removes its finalizer from any object no handler of its needs it for. Ours
 #: (reconcile.FINALIZER) is managed by the controller, so Kopf's is set to one it never adds.

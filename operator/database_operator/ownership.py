@@ -105,8 +105,13 @@ def left_by_earlier_version(observed: Manifest, db: Database) -> bool:
 
 def needs_managed_fields(observed: Manifest, db: Database) -> bool:
     """Whether only ``managedFields`` can tell if ``observed`` is ``db``'s (and it lacks them:
-    it came from a cache): then it is read from the API server."""
-    return _names_us(observed, db) and "managedFields" not in observed.get("metadata", {})
+    it came from a cache): then it is read from the API server. A controller reference decides
+    on its own (``is_ours``)."""
+    return (
+        _names_us(observed, db)
+        and controller_of(observed) is None
+        and "managedFields" not in observed.get("metadata", {})
+    )
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,16 @@ NAMESPACED_RULES: list[Rule] = [
         "resources": ["persistentvolumeclaims"],
         "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
-    # Secrets are read by name, never listed or watched (list/watch would let the operator read
-    # every Secret in its namespaces); deleted only with deletionPolicy Delete. The connection
-    # Secret is a child too.
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch", "delete"]},
+    # Secrets: the ones the operator generated (credentials, connection) are watched, selected
+    # by its label on the server, so a steady resync reads none; a user's is read by name. RBAC
+    # cannot narrow list/watch to a label: what this grants and why it is acceptable is in
+    # docs/operations.md ("Why the operator may list Secrets"). Deleted only with
+    # deletionPolicy Delete, and only the ones it generated.
+    {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
     # Kubernetes Events on Databases and DatabaseBackups (the operator posts them).
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     # DatabaseBackups: watched and reconciled; the schedule creates them, retention deletes

@@ -6,6 +6,8 @@ from __future__ import annotations
 from database_operator.api.models import SHARD_LABEL
 from database_operator.config import Settings
 from database_operator.desired import MANAGED_BY
+from database_operator.manifest import Manifest
+from database_operator.ownership import MANAGED_BY_LABEL
 
 
 def database_selector(settings: Settings) -> str | None:
@@ -15,5 +17,13 @@ def database_selector(settings: Settings) -> str | None:
 
 def child_selector(settings: Settings) -> str:
     """The label selector of the children it watches: those it made, for its shard."""
-    selector = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
     return selector + (f",{SHARD_LABEL}={settings.shard}" if settings.shard else "")
+
+
+def child_selected(settings: Settings, obj: Manifest) -> bool:
+    """Whether ``child_selector`` selects ``obj``: the watches deliver its events."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and (
+        not settings.shard or labels.get(SHARD_LABEL) == settings.shard
+    )

@@ -514,7 +514,8 @@ def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR09
     assert can_i(cluster, account, "get", "secrets", "-n", ns_b) == "no"
     assert can_i(cluster, account, "list", "databases.databases.example.com", "-A") == "no"
     assert can_i(cluster, account, "list", "customresourcedefinitions") == "no"
-    assert can_i(cluster, account, "list", "secrets", "-n", ns_a) == "no"
+    assert can_i(cluster, account, "list", "secrets", "-n", ns_a) == "yes"
+    assert can_i(cluster, account, "list", "secrets", "-n", ns_b) == "no"
     assert can_i(cluster, account, "update", f"leases/{name}", "-n", namespace) == "yes"
     assert can_i(cluster, account, "update", f"leases/{name}", "-n", ns_a) == "no"
 

@@ -102,7 +102,18 @@ async def test_a_childs_event_for_an_unknown_database_waits_for_the_database() -
 async def test_a_failing_reconcile_is_retried_with_a_growing_delay_and_then_degrades() -> None:
     kube = FakeKube()
     controller = make(kube)
-    controller.observe("ADDED", database(kube))
+    # A user's Secret carries no label of ours: every reconcile reads it from the API server.
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "mine", "namespace": NS},
+            "data": {"password": "c2VjcmV0"},
+        }
+    )
+    controller.observe(
+        "ADDED", database(kube, engine="redis", credentialsSecretRef={"name": "mine"})
+    )
     await process_all(controller)
     kube.fail("GET", "Secret", 503, times=ERRORS_BEFORE_DEGRADED)
     delays = []
