@@ -9,6 +9,7 @@ import signal
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import kopf
 
@@ -154,55 +155,28 @@ def webhook_starter(webhooks: Webhooks | None) -> Callable[[], Awaitable[None]]:
     return serve
 
 
-async def operate(
-    *,
-    settings: Settings,
-    kube: Kube,
-    controller: Controller,
-    registry: kopf.OperatorRegistry,
-    webhooks: Webhooks | None,
-    election: LeaderElection | None,
-    recorder: EventRecorder,
-    health: Health,
-    watching: Watching,
-    stopping: asyncio.Event,
-) -> None:
-    """Once the CRDs are served: the webhooks, the caches, the workers, the campaign for the
-    Lease and Kopf's watches; on the way out, the Lease released first."""
-    if not await wait_for_crds(kube, settings, stopping):
-        return
-    serve_webhooks = webhook_starter(webhooks)
-    await serve_webhooks()
-    with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
-        await controller.prime()
-    workers = controller.start(settings.workers)
-    campaign = asyncio.create_task(campaign_for(election, settings, stopping)) if election else None
-    try:
-        # Kopf, run again when the CRDs come back after they went (lifecycle.py).
-        await Supervisor(kube, settings, watching, health.ready, stopping).run(
-            lambda stop_kopf: run_kopf(registry, settings, stop_kopf, stopping, health.ready),
-            lambda: wait_for_crds(kube, settings, stopping),
-            serve_webhooks,
-        )
-    finally:
-        if campaign is not None:
-            stopping.set()
-            await campaign  # released: the standby takes over while we finish stopping
-        await controller.stop(workers)
-        await recorder.drain()
+@dataclass
+class Operator:
+    """Everything one operator process runs, made and wired together but not started."""
+
+    settings: Settings
+    metrics: Metrics
+    #: The API as every replica writes it (the webhooks); the controller writes through a
+    #: fenced copy while leader election is on.
+    kube: Kube
+    election: LeaderElection | None
+    recorder: EventRecorder
+    controller: Controller
+    webhooks: Webhooks | None
+    registry: kopf.OperatorRegistry
+    watching: Watching
+    restarts: WatchRestarts
+    health: Health
 
 
-async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> None:
-    """Run until stopped (SIGINT/SIGTERM, or ``stop_flag``)."""
-    log = get_logger()
-    metrics = Metrics()
-
-    traces = (
-        tracing.start(lambda reason, spans: metrics.spans_dropped.labels(reason).inc(spans))
-        if settings.tracing
-        else None
-    )
-
+def build(settings: Settings, metrics: Metrics) -> Operator:
+    """Make the operator's objects and wire them together. Nothing runs yet: no server, no
+    task, no request."""
     # Each worker makes one call at a time; Events are posted beside them.
     api = new_api_client(connections=max(16, 2 * settings.workers))
     kube = Kube(api, on_error=lambda error: metrics.api_errors.labels(str(error.status)).inc())
@@ -222,45 +196,95 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
         election.on_change = controller.lead
     else:
         controller.lead(True)
-    if settings.metrics_port:
-        metrics.serve(settings.metrics_port)
     watching = Watching().following_kopf()
     restarts = WatchRestarts(
         WATCHED_RESOURCES, lambda resource: metrics.watch_restarted(resource).inc()
     ).following_kopf()
     health = Health(webhooks.server if webhooks else None, watching)
-    health_runner = await health.serve(settings.health_port) if settings.health_port else None
-    announce(settings, election, tracing.protocol() if traces else False)
+    return Operator(
+        settings=settings,
+        metrics=metrics,
+        kube=kube,
+        election=election,
+        recorder=recorder,
+        controller=controller,
+        webhooks=webhooks,
+        registry=registry,
+        watching=watching,
+        restarts=restarts,
+        health=health,
+    )
+
+
+async def work_once_served(op: Operator, stopping: asyncio.Event) -> None:
+    """Once the CRDs are served: the webhooks, the caches, the workers, the campaign for the
+    Lease and Kopf's watches; on the way out, the Lease released first."""
+    settings, kube, controller, election = op.settings, op.kube, op.controller, op.election
+    if not await wait_for_crds(kube, settings, stopping):
+        return
+    serve_webhooks = webhook_starter(op.webhooks)
+    await serve_webhooks()
+    with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
+        await controller.prime()
+    workers = controller.start(settings.workers)
+    campaign = asyncio.create_task(campaign_for(election, settings, stopping)) if election else None
+    try:
+        # Kopf, run again when the CRDs come back after they went (lifecycle.py).
+        ready = op.health.ready
+        await Supervisor(kube, settings, op.watching, ready, stopping).run(
+            lambda stop_kopf: run_kopf(op.registry, settings, stop_kopf, stopping, ready),
+            lambda: wait_for_crds(kube, settings, stopping),
+            serve_webhooks,
+        )
+    finally:
+        if campaign is not None:
+            stopping.set()
+            await campaign  # released: the standby takes over while we finish stopping
+        await controller.stop(workers)
+        await op.recorder.drain()
+
+
+async def operate(op: Operator, stopping: asyncio.Event, traces: str | bool) -> None:
+    """Run the built operator until ``stopping`` is set: its metrics and health servers, then
+    its work once the CRDs are served; on the way out, everything stopped and closed."""
+    if op.settings.metrics_port:
+        op.metrics.serve(op.settings.metrics_port)
+    health = op.health
+    health_runner = await health.serve(op.settings.health_port) if op.settings.health_port else None
+    announce(op.settings, op.election, traces)
 
     # SIGINT/SIGTERM set ``stopping``, which stops the wait for the CRDs, releases the Lease at
     # once (a rolling update hands over in about a second) and stops Kopf (its stop flag).
-    stopping = stop_flag or asyncio.Event()
     take_signals(stopping)
 
     # Alive while waiting for the CRDs too; ready only once Kopf watches.
-    health.operator_task = asyncio.create_task(
-        operate(
-            settings=settings,
-            kube=kube,
-            controller=controller,
-            registry=registry,
-            webhooks=webhooks,
-            election=election,
-            recorder=recorder,
-            health=health,
-            watching=watching,
-            stopping=stopping,
-        )
-    )
+    health.operator_task = asyncio.create_task(work_once_served(op, stopping))
     try:
         await health.operator_task
     finally:
-        if webhooks is not None:
-            await webhooks.stop()
+        if op.webhooks is not None:
+            await op.webhooks.stop()
         if health_runner is not None:
             with contextlib.suppress(Exception):
                 await health_runner.cleanup()
-        kube.close()
-        restarts.stop_following()
+        op.kube.close()
+        op.restarts.stop_following()
+
+
+async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> None:
+    """Run until stopped (SIGINT/SIGTERM, or ``stop_flag``)."""
+    metrics = Metrics()
+    traces = (
+        tracing.start(lambda reason, spans: metrics.spans_dropped.labels(reason).inc(spans))
+        if settings.tracing
+        else None
+    )
+    try:
+        await operate(
+            build(settings, metrics),
+            stop_flag or asyncio.Event(),
+            tracing.protocol() if traces else False,
+        )
+    finally:
         tracing.stop(traces)  # the last reconciles' spans, within tracing.SHUTDOWN_S
-        log.info("stopped")
+        get_logger().info("stopped")
