@@ -1,53 +1,22 @@
-"""Start the operator: API client, metrics and health servers, and Kopf with our handlers."""
+"""Run a built operator: its servers, the wait for the CRDs, the workers, the campaign for the
+Lease and Kopf's watches, until stopped; then everything stopped in order and closed."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
-import socket
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import kopf
 
-from database_operator import tracing
 from database_operator.config import Settings
-from database_operator.controller import Controller
-from database_operator.events import EventRecorder
-from database_operator.handlers import register
-from database_operator.health import Health
-from database_operator.kube import ApiError, Kube, new_api_client
+from database_operator.kube import ApiError, Kube
 from database_operator.leader import LeaderElection, wait_for_earlier_peers
-from database_operator.lifecycle import Supervisor, Watching, WatchRestarts, required_resources
+from database_operator.lifecycle import Supervisor, required_resources
 from database_operator.logs import get_logger
-from database_operator.metrics import WATCHED_RESOURCES, Metrics
-from database_operator.webhooks.admission import Admission
+from database_operator.runner.build import Operator
 from database_operator.webhooks.keeper import Webhooks
-
-
-def identity() -> str:
-    """This replica's name in the Lease: the pod's name, made unique per process (a restarted
-    container must not inherit its previous life's lease)."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-
-
-def leader_election(kube: Kube, settings: Settings) -> LeaderElection | None:
-    """This replica's candidacy, when leader election is on."""
-    if not settings.leader_election:
-        return None
-    return LeaderElection(
-        kube,
-        namespace=str(settings.lease_namespace),
-        name=settings.lease_name,
-        identity=identity(),
-        lease_duration=settings.lease_duration,
-        renew_deadline=settings.renew_deadline,
-        retry_period=settings.retry_period,
-    )
-
 
 CRD_POLL_S = 2.0
 
@@ -155,67 +124,6 @@ def webhook_starter(webhooks: Webhooks | None) -> Callable[[], Awaitable[None]]:
     return serve
 
 
-@dataclass
-class Operator:
-    """Everything one operator process runs, made and wired together but not started."""
-
-    settings: Settings
-    metrics: Metrics
-    #: The API as every replica writes it (the webhooks); the controller writes through a
-    #: fenced copy while leader election is on.
-    kube: Kube
-    election: LeaderElection | None
-    recorder: EventRecorder
-    controller: Controller
-    webhooks: Webhooks | None
-    registry: kopf.OperatorRegistry
-    watching: Watching
-    restarts: WatchRestarts
-    health: Health
-
-
-def build(settings: Settings, metrics: Metrics) -> Operator:
-    """Make the operator's objects and wire them together. Nothing runs yet: no server, no
-    task, no request."""
-    # Each worker makes one call at a time; Events are posted beside them.
-    api = new_api_client(connections=max(16, 2 * settings.workers))
-    kube = Kube(api, on_error=lambda error: metrics.api_errors.labels(str(error.status)).inc())
-    election = leader_election(kube, settings)
-    # The reconciling side writes only while it surely leads; the webhooks write as every replica.
-    writer = kube.fenced(election.may_write) if election else kube
-    recorder = EventRecorder(writer)
-    controller = Controller(writer, settings, metrics, recorder.for_object)
-    webhooks = Webhooks(kube, settings, metrics.webhook_took) if settings.webhook_port else None
-    registry = register(
-        controller,
-        kopf.OperatorRegistry(),
-        Admission(kube, settings.image_registries) if webhooks else None,
-        webhooks.server if webhooks else None,
-    )
-    if election is not None:
-        election.on_change = controller.lead
-    else:
-        controller.lead(True)
-    watching = Watching().following_kopf()
-    restarts = WatchRestarts(
-        WATCHED_RESOURCES, lambda resource: metrics.watch_restarted(resource).inc()
-    ).following_kopf()
-    health = Health(webhooks.server if webhooks else None, watching)
-    return Operator(
-        settings=settings,
-        metrics=metrics,
-        kube=kube,
-        election=election,
-        recorder=recorder,
-        controller=controller,
-        webhooks=webhooks,
-        registry=registry,
-        watching=watching,
-        restarts=restarts,
-        health=health,
-    )
-
-
 async def work_once_served(op: Operator, stopping: asyncio.Event) -> None:
     """Once the CRDs are served: the webhooks, the caches, the workers, the campaign for the
     Lease and Kopf's watches; on the way out, the Lease released first."""
@@ -269,22 +177,3 @@ async def operate(op: Operator, stopping: asyncio.Event, traces: str | bool) -> 
                 await health_runner.cleanup()
         op.kube.close()
         op.restarts.stop_following()
-
-
-async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> None:
-    """Run until stopped (SIGINT/SIGTERM, or ``stop_flag``)."""
-    metrics = Metrics()
-    traces = (
-        tracing.start(lambda reason, spans: metrics.spans_dropped.labels(reason).inc(spans))
-        if settings.tracing
-        else None
-    )
-    try:
-        await operate(
-            build(settings, metrics),
-            stop_flag or asyncio.Event(),
-            tracing.protocol() if traces else False,
-        )
-    finally:
-        tracing.stop(traces)  # the last reconciles' spans, within tracing.SHUTDOWN_S
-        get_logger().info("stopped")
