@@ -92,7 +92,7 @@ class Operator:
 
 def lease_holder(lease: dict[str, Any], pods: set[str]) -> str:
     """The pod that holds the Lease: the one that reconciles. Its holderIdentity is
-    "<pod>_<8 hex>" (runner.identity: the pod's name, and a suffix per process)."""
+    "<pod>_<8 hex>" (runner.build.identity: the pod's name, and a suffix per process)."""
     holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
     if not holder:
         raise SmokeError("the Lease has no holder: no replica leads (released, or none took it)")

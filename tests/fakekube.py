@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from database_operator.kube import ApiError
+from database_operator.kube import ApiError, StaleReadError
 from database_operator.manifest import Manifest
 from database_operator.ownership import FIELD_MANAGER
 
@@ -48,7 +48,8 @@ def _json_patch(obj: Manifest, operations: list[Manifest]) -> Manifest:
         if op["op"] == "test":
             current = target[int(last)] if isinstance(target, list) else target.get(last)
             if current != op["value"]:
-                raise ApiError(422, "Invalid", f"test failed at {op['path']}", "PATCH", "")
+                # As Kube.json_patch raises the server's 422 for a failed test.
+                raise StaleReadError(422, "Invalid", f"test failed at {op['path']}", "PATCH", "")
         elif op["op"] in ("add", "replace"):
             if isinstance(target, list):
                 if last == "-":
@@ -73,7 +74,7 @@ class FakeKube:
     writes: list[tuple[str, str, str]] = field(default_factory=list)
     #: Reads asked of the "server": (verb, kind, name or namespace).
     reads: list[tuple[str, str, str]] = field(default_factory=list)
-    failures: list[tuple[str, str, ApiError]] = field(default_factory=list)
+    failures: list[tuple[str, str, Exception]] = field(default_factory=list)
     field_manager: str = FIELD_MANAGER
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
 

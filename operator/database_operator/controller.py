@@ -28,28 +28,25 @@ from database_operator.api.backup import BACKUP_KIND
 from database_operator.api.models import KIND, Database, DatabaseStatus, Phase
 from database_operator.backups.controller import BackupController, work_on
 from database_operator.cache import CachedKube, ObjectCache, newer, stripped, version
+from database_operator.clock import Clock, system_clock
 from database_operator.config import Settings, is_exact
+from database_operator.events import EventSink
 from database_operator.kube import ApiError, Kube, NotLeadingError, object_at
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import API_ERROR, UNEXPECTED_ERROR, BackupFacts, Metrics
 from database_operator.ownership import controller_of, owner_key
-from database_operator.reasons import Problem, Reason
 from database_operator.reconcile import (
-    Clock,
-    EventSink,
     Result,
     add_finalizer,
     finalize,
     has_finalizer,
-    observe_workloads,
     reconcile,
     remove_finalizer,
-    system_clock,
-    write_status,
+    report_failure,
 )
 from database_operator.selection import child_selected, child_selector, database_selector
-from database_operator.status import DEGRADED, Outcome
+from database_operator.status import DEGRADED
 from database_operator.workqueue import WorkQueue
 
 #: Stale reads in a row (a write refused because the object changed since it was read) that are
@@ -321,12 +318,14 @@ class Controller:
         name = "finalize Database" if deleting else "reconcile Database"
         # The root span of everything this reconcile does: API calls, the status write, logs.
         with tracing.span(name, span_attributes(key, body, trigger)) as span:
+            db: Database | None = None
             try:
+                db = Database.model_validate(body)  # once: every step below takes the model
                 if deleting:
-                    await self._finalize(key, body)
+                    await self._finalize(key, body, db)
                     span.set_attribute("reconcile.result", "finalized")
                     return None
-                result = await self._reconcile(key, body)
+                result = await self._reconcile(key, body, db)
             except Exception as error:
                 if isinstance(error, NotLeadingError):
                     span.set_attribute("reconcile.result", "not leading")
@@ -339,12 +338,12 @@ class Controller:
                 else:
                     span.set_attribute("reconcile.result", "error")
                     tracing.fail(span, error)
-                    await self._failed(key, trigger, error)
+                    await self._failed(key, trigger, error, db)
                 return None
             span.set_attribute("reconcile.result", "gone" if result.gone else result.result)
-            if tracing.enabled():
+            if tracing.enabled() and result.status_wire is not None:
                 old = body.get("status") or {}
-                tracing.add_events(span, tracing.status_events(old, result.status.to_wire()))
+                tracing.add_events(span, tracing.status_events(old, result.status_wire))
             self.queue.forget(key)
             self._stale_reads.pop(key, None)
             if result.gone:
@@ -365,7 +364,7 @@ class Controller:
         guarded patch whose resourceVersion test failed): a stale read, not a failure. Read the
         Database afresh, drop the cached child the write was for, and go again at once — a few
         times in a row, then it counts as a failure."""
-        if error.status != 409:
+        if not error.stale:
             return False
         stale = self._stale_reads.get(key, 0) + 1
         if stale > STALE_RETRIES:
@@ -422,16 +421,18 @@ class Controller:
                 return
         self.queue.schedule(key, delay, "resync")
 
-    async def _reconcile(self, key: Key, body: Manifest) -> Result:
+    async def _reconcile(self, key: Key, body: Manifest, db: Database) -> Result:
         confirmed = False
         if not has_finalizer(body):
             body = await add_finalizer(self.client, body)
             self.remember(body)
+            # Only the metadata changed (the finalizer, the version): no need to validate again.
+            db = db.model_copy(update={"metadata": body["metadata"]})
             confirmed = True  # the API server just answered with it: it exists
         with self.metrics.reconcile_duration.time():
             result = await reconcile(
                 self.client,
-                body,
+                db,
                 self.events_for(body),
                 self.now,
                 confirmed=confirmed,
@@ -443,16 +444,20 @@ class Controller:
             self.backups.database_changed(key)  # e.g. now Active: its waiting backups can run
         return result
 
-    async def _finalize(self, key: Key, body: Manifest) -> None:
+    async def _finalize(self, key: Key, body: Manifest, db: Database) -> None:
         self.metrics.phases.set(*key, "Deleting")
         if not has_finalizer(body):
             return  # ours is gone already; other finalizers hold it, not us
-        done = await finalize(self.client, body, self.events_for(body), self.now)
+        done = await finalize(self.client, db, self.events_for(body), self.now)
         await remove_finalizer(self.client, body)
         self.queue.forget(key)
         get_logger().info("finalized", namespace=key[0], name=key[1], done=done)
 
-    async def _failed(self, key: Key, trigger: str, error: Exception) -> None:
+    async def _failed(
+        self, key: Key, trigger: str, error: Exception, db: Database | None = None
+    ) -> None:
+        """Retry later, count and log the failure; after ERRORS_BEFORE_DEGRADED in a row, say so
+        on ``db`` (the Database as this reconcile validated it; None: it did not validate)."""
         delay, failures = self.queue.backoff(key)
         self.queue.schedule(key, delay, "retry")
         self.metrics.reconciled("error").inc()
@@ -479,26 +484,14 @@ class Controller:
             exc_info=unexpected,
         )
         body = self.databases.get(key)
-        if body is not None and failures >= ERRORS_BEFORE_DEGRADED:
-            await self._report_error(body, error)
-
-    async def _report_error(self, body: Manifest, error: Exception) -> None:
-        """Best effort: say in the Degraded condition that reconciling keeps failing."""
-        if body["metadata"].get("deletionTimestamp"):
-            return
-        with contextlib.suppress(ApiError):
-            db = Database.model_validate(body)
-            outcome = Outcome(error=Problem(Reason.RECONCILE_ERROR, str(error)))
-            _, written = await write_status(
-                self.client,
-                db,
-                workloads=await observe_workloads(self.client, db),
-                outcome=outcome,
-                events=self.events_for(body),
-                now=self.now,
-            )
-            if written is not None:
-                self.remember(written)
+        if body is not None and db is not None and failures >= ERRORS_BEFORE_DEGRADED:
+            # Best effort: the next retry reports again if this one fails.
+            with contextlib.suppress(ApiError, NotLeadingError):
+                written = await report_failure(
+                    self.client, db, error, self.events_for(body), self.now
+                )
+                if written is not None:
+                    self.remember(written)
 
     def _record(self, key: Key, trigger: str, result: Result, started: float) -> None:
         metrics = self.metrics

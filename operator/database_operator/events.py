@@ -11,17 +11,25 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from database_operator.kube import ApiError, Kube
+from database_operator.kube import ApiError, Kube, NotLeadingError
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
-from database_operator.reconcile import EventSink
+
+#: Posts a Kubernetes Event on an object: (type "Normal"/"Warning", reason, message).
+EventSink = Callable[[str, str, str], None]
 
 COMPONENT = "database-operator"
 #: The API server caps an Event's message at 1 KiB.
 MAX_MESSAGE = 1024
+
+
+def no_events(_type: str, _reason: str, _message: str) -> None:
+    """The EventSink that posts nothing (a caller with no Database to post on, or a test)."""
+    return None
 
 
 class EventRecorder:
@@ -71,7 +79,7 @@ class EventRecorder:
         }
         try:
             await self.kube.create(event)
-        except ApiError as error:
+        except (ApiError, NotLeadingError) as error:  # NotLeadingError: stepped down meanwhile
             get_logger().debug(
                 "could not post an Event", reason=reason, error=str(error), **_ref(involved)
             )

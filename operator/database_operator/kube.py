@@ -59,7 +59,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
 }
 
 #: HTTP statuses worth retrying: conflicts, throttling, and the server's own trouble.
-RETRYABLE = {0, 401, 409, 429, 500, 502, 503, 504}
+RETRYABLE = {401, 409, 429, 500, 502, 503, 504}
 #: How kube-apiserver words a JSON patch whose ``test`` operation failed (a 422).
 TEST_FAILED = "test failed"
 #: HTTP statuses that refuse the content of a write (invalid or malformed).
@@ -81,7 +81,7 @@ class ApiError(Exception):
     is about the object we sent (``refused``), reported on the Database as a rejection.
     """
 
-    status: int  # 0 when the server could not be reached
+    status: int  # the answer's HTTP status (UnreachableError: 0, there was no answer)
     reason: str
     message: str
     verb: str
@@ -111,9 +111,43 @@ class ApiError(Exception):
 
     @property
     def retryable(self) -> bool:
-        """Worth trying again soon: no answer, a conflict, throttling, a server error, or a
-        permission an administrator may grant (RBAC applied after the operator)."""
+        """Worth trying again soon: a conflict, throttling, a server error, or a permission an
+        administrator may grant (RBAC applied after the operator)."""
         return self.status in RETRYABLE or self.forbidden
+
+    @property
+    def stale(self) -> bool:
+        """Refused because the object changed since it was read (a conflict): read it afresh
+        and go again."""
+        return self.status == 409
+
+
+class UnreachableError(ApiError):
+    """No answer: the API server could not be reached (connection refused or reset, a timeout).
+    An ApiError, so that whoever handles a failed call handles this one too; there is no HTTP
+    status (``status`` is 0, the code the api_errors metric counts it under)."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class StaleReadError(ApiError):
+    """A guarded write refused because what it was built from changed since it was read: a
+    JSON patch whose ``test`` failed (the server's 422, no refusal of what we sent). Read
+    afresh and go again."""
+
+    @property
+    def refused(self) -> bool:
+        return False
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+    @property
+    def stale(self) -> bool:
+        return True
 
 
 def object_at(path: str) -> tuple[str, str, str] | None:
@@ -127,8 +161,14 @@ def object_at(path: str) -> tuple[str, str, str] | None:
     return None
 
 
-class NotLeadingError(ApiError):
-    """A write refused before it was sent: this replica does not surely hold the Lease."""
+class NotLeadingError(Exception):
+    """A write refused before it was sent: this replica does not surely hold the Lease. No API
+    call failed; whoever leads does the work."""
+
+    def __init__(self, verb: str, path: str) -> None:
+        super().__init__(f"{verb} {path}: not sent: this replica does not lead")
+        self.verb = verb
+        self.path = path
 
 
 def api_error(error: Exception, verb: str, path: str) -> ApiError:
@@ -137,7 +177,7 @@ def api_error(error: Exception, verb: str, path: str) -> ApiError:
         with contextlib.suppress(ValueError, AttributeError):
             message = json.loads(error.body or "{}").get("message", message)
         return ApiError(int(error.status or 0), str(error.reason), message, verb, path)
-    return ApiError(0, type(error).__name__, str(error), verb, path)
+    return UnreachableError(0, type(error).__name__, str(error), verb, path)
 
 
 def new_api_client(connections: int = 16) -> client.ApiClient:
@@ -282,7 +322,7 @@ class Kube:
     async def _acall(self, verb: str, path: str, **kwargs: Any) -> Manifest:
         """The request in the client's threads, as a span of whatever is current (a reconcile's)."""
         if verb != "GET" and self.fence is not None and not self.fence():
-            raise NotLeadingError(0, "NotLeading", "this replica does not lead", verb, path)
+            raise NotLeadingError(verb, path)
         loop = asyncio.get_running_loop()
         with tracing.span(*describe(verb, path), record_errors=False) as span:
             try:
@@ -474,8 +514,9 @@ class Kube:
         operations: list[Manifest],
         missing_ok: bool = False,
     ) -> Manifest:
-        """A JSON patch (RFC 6902); its ``test`` operations make it all-or-nothing (422).
-        With ``missing_ok`` an absent object is no error (returns {})."""
+        """A JSON patch (RFC 6902); its ``test`` operations make it all-or-nothing (a failed
+        one raises StaleReadError). With ``missing_ok`` an absent object is no error (returns
+        {})."""
         try:
             return await self._acall(
                 "PATCH",
@@ -490,7 +531,9 @@ class Kube:
                 return {}
             if error.status == 422 and TEST_FAILED in error.message:
                 # A guarded patch whose test failed: the object changed since it was read.
-                raise ApiError(409, "Conflict", error.message, error.verb, error.path) from error
+                raise StaleReadError(
+                    error.status, error.reason, error.message, error.verb, error.path
+                ) from error
             raise
 
     async def patch_status(

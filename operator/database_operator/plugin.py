@@ -42,7 +42,7 @@ from database_operator.api.models import GROUP, KIND, VERSION, Database
 from database_operator.backups.schedule import backup_for
 from database_operator.backups.state import BACKUP_HEALTHY
 from database_operator.engines import major_version
-from database_operator.kube import ApiError, Kube, api_error
+from database_operator.kube import ApiError, Kube, UnreachableError, api_error
 from database_operator.manifest import Manifest
 
 FIELD_MANAGER = "kubectl-database"
@@ -469,7 +469,7 @@ def explain(error: Exception, host: str) -> str:
             f"the server sent what this plugin does not understand ({where}: {first['msg']}): "
             "is the plugin older than the operator?"
         )
-    if isinstance(error, ApiError) and error.status == 0:
+    if isinstance(error, UnreachableError):
         # The innermost reason ("Connection refused"), not urllib3's retry story.
         reason, cause = error.message, error.__cause__
         while cause is not None:

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError
 
-from database_operator.kube import ApiError
+from database_operator.kube import (
+    ApiError,
+    NotLeadingError,
+    StaleReadError,
+    UnreachableError,
+    api_error,
+)
 
 RBAC = (
     'secrets "db-credentials" is forbidden: User "system:serviceaccount:ops:database-operator" '
@@ -22,7 +30,6 @@ TERMINATING = "unable to create new content in namespace shop because it is bein
 @pytest.mark.parametrize(
     ("status", "message", "retryable", "refused"),
     [
-        (0, "connection refused", True, False),
         (401, "Unauthorized", True, False),
         (403, RBAC, True, False),  # RBAC: an administrator grants it; keep trying
         (403, WEBHOOK, False, True),  # admission: about what we sent
@@ -45,3 +52,27 @@ def test_each_answer_is_either_retried_or_refused(
     assert (error.retryable, error.refused) == (retryable, refused)
     assert error.forbidden == (status == 403 and message == RBAC)
     assert error.namespace_terminating == (message == TERMINATING)
+
+
+def test_a_server_that_does_not_answer_is_unreachable_and_retried() -> None:
+    error = api_error(MaxRetryError(None, "/api", "refused"), "GET", "/api/v1")  # type: ignore[arg-type]
+    assert isinstance(error, UnreachableError)
+    assert (error.retryable, error.refused, error.stale) == (True, False, False)
+    answered = api_error(ApiException(status=409, reason="Conflict"), "PUT", "/api/v1")
+    assert type(answered) is ApiError
+    assert answered.stale
+
+
+def test_a_guarded_patch_whose_test_failed_is_a_stale_read_not_a_refusal() -> None:
+    """The server's 422 for a failed ``test``: the object changed since it was read."""
+    error = StaleReadError(422, "Invalid", "test failed", "PATCH", "/api/v1/namespaces/a/secrets/b")
+    assert (error.retryable, error.refused, error.stale) == (True, False, True)
+
+
+def test_not_leading_is_no_api_error() -> None:
+    """A write left unsent by a replica that does not lead: no API call failed."""
+    error = NotLeadingError("PATCH", "/api/v1/namespaces/a/secrets/b")
+    assert not isinstance(error, ApiError)
+    assert (
+        str(error) == "PATCH /api/v1/namespaces/a/secrets/b: not sent: this replica does not lead"
+    )

@@ -13,9 +13,9 @@ from database_operator.api.backup import BackupDestination, DatabaseBackup
 from database_operator.api.models import Database
 from database_operator.backups import jobs
 from database_operator.backups.reconcile import BackupReconciler, BackupResult
+from database_operator.events import EventSink
 from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
-from database_operator.reconcile import EventSink
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
 

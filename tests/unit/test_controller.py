@@ -10,10 +10,11 @@ from typing import Any, cast
 
 from database_operator.config import Settings
 from database_operator.controller import ERRORS_BEFORE_DEGRADED, STALE_RETRIES, Controller
-from database_operator.kube import Kube, NotLeadingError
+from database_operator.events import EventSink
+from database_operator.kube import Kube, NotLeadingError, StaleReadError
 from database_operator.manifest import Manifest
 from database_operator.metrics import Metrics
-from database_operator.reconcile import FINALIZER, EventSink
+from database_operator.reconcile import FINALIZER
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
 
@@ -241,12 +242,14 @@ def error_count(controller: Controller) -> float:
 
 @synchronously
 async def test_a_stale_read_is_read_afresh_and_retried_at_once_not_counted_as_an_error() -> None:
-    """A write refused because the object changed since it was read (409, or a guarded patch's
-    failed test, which Kube turns into a 409): what a new leader meets first after a failover."""
+    """A write refused because the object changed since it was read (a 409, or a guarded
+    patch's failed test: StaleReadError): what a new leader meets first after a failover."""
     kube = FakeKube()
     controller = make(kube)
     controller.observe("ADDED", database(kube))
-    kube.fail("PATCH", "Database", 409)  # the finalizer's guarded patch
+    kube.fail("PATCH", "Database", 409)  # the finalizer's guarded patch: a conflict
+    failed_test = StaleReadError(422, "Invalid", "test failed", "PATCH", "/apis/x/databases/db")
+    kube.failures.append(("PATCH", "Database", failed_test))  # then its test fails
     await process_all(controller)
     assert error_count(controller) == 0
     assert FINALIZER in (stored(kube, "Database") or {})["metadata"]["finalizers"]
@@ -269,9 +272,7 @@ async def test_a_replica_that_stops_leading_mid_reconcile_leaves_the_database_qu
     kube = FakeKube()
     controller = make(kube)
     controller.observe("ADDED", database(kube))
-    kube.failures.append(
-        ("PATCH", "Database", NotLeadingError(0, "NotLeading", "fenced", "PATCH", "Database"))
-    )
+    kube.failures.append(("PATCH", "Database", NotLeadingError("PATCH", "Database")))
     controller.lead(False)
     item = await controller.queue.get()
     assert item is not None

@@ -13,7 +13,7 @@ import kopf
 import pytest
 
 from database_operator.config import Settings
-from database_operator.kube import ApiError, Kube
+from database_operator.kube import Kube, UnreachableError
 from database_operator.lifecycle import (
     ENDLESS,
     FAILING_FOR_S,
@@ -168,7 +168,7 @@ class FakeDiscovery:
 
     async def serves(self, group_version: str, resources: tuple[str, ...] = ()) -> bool:
         if self.down:
-            raise ApiError(0, "ConnectionRefused", "refused", "GET", "/apis")
+            raise UnreachableError(0, "ConnectionRefused", "refused", "GET", "/apis")
         return self.served
 
 

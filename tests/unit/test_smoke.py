@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from database_operator.runner import identity
+from database_operator.runner.build import identity
 from tests.hack import load
 
 smoke: Any = load("smoke")
@@ -20,7 +20,7 @@ def lease(holder: str | None) -> Any:
 
 
 def test_the_leader_is_the_pod_named_in_the_leases_holder_identity() -> None:
-    # runner.identity(): the pod's name and a suffix per process. The leader's name sorts
+    # runner.build.identity(): the pod's name and a suffix per process. The leader's name sorts
     # last: a smoke test that took the first pod would read the standby.
     pods = {"database-operator-6d4f9-aaaaa", "database-operator-6d4f9-zzzzz"}
     assert (

@@ -20,18 +20,13 @@ from database_operator.api.backup import BACKUP_KIND, BackupPhase, DatabaseBacku
 from database_operator.backups import state
 from database_operator.backups.reconcile import BackupReconciler, EventsFor
 from database_operator.cache import newer, stripped, version
+from database_operator.clock import Clock, system_clock
 from database_operator.config import Settings
 from database_operator.kube import ApiError, Kube, KubeApi, NotLeadingError
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import Metrics
-from database_operator.reconcile import (
-    Clock,
-    add_finalizer,
-    has_finalizer,
-    remove_finalizer,
-    system_clock,
-)
+from database_operator.reconcile import add_finalizer, has_finalizer, remove_finalizer
 from database_operator.selection import database_selector
 from database_operator.workqueue import WorkQueue
 
@@ -249,11 +244,11 @@ class BackupController:
             result = await self.backups.reconcile(
                 body, self.databases.get(database), self.index.running(database, key[1])
             )
+        except NotLeadingError:  # stepped down: the leader takes it on
+            self.queue.add(key, trigger)
+            return
         except ApiError as error:
             if error.status == 404:  # deleted meanwhile: its DELETED event follows
-                return
-            if isinstance(error, NotLeadingError):  # stepped down: the leader takes it on
-                self.queue.add(key, trigger)
                 return
             delay, failures = self.queue.backoff(key)
             self.queue.schedule(key, delay, "retry")

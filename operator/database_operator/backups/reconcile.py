@@ -30,10 +30,12 @@ from database_operator.api.backup import (
 from database_operator.api.models import Database
 from database_operator.backups import jobs, recipes, state
 from database_operator.backups.observe import destination_problem, job_result
+from database_operator.clock import Clock
+from database_operator.events import EventSink
 from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
 from database_operator.reasons import Reason
-from database_operator.reconcile import Clock, EventSink, merge_patch_of
+from database_operator.reconcile import merge_patch_of
 
 #: Gives the EventSink of an object (a DatabaseBackup, or its Database).
 EventsFor = Callable[[Manifest], EventSink]

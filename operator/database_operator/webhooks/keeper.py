@@ -167,6 +167,7 @@ class SecretKeeper(TrustingKeeper):
         """Read (or make) the Secret; the serving pair when it differs from the one in use."""
         namespace, _ = self.service
         name = self.settings.webhook_secret
+        conflict: ApiError | None = None
         for _attempt in range(5):
             secret = await self.kube.get_live("Secret", namespace, name)
             data = _decoded(secret)
@@ -188,6 +189,7 @@ class SecretKeeper(TrustingKeeper):
                     await self._store(secret, namespace, name, wanted)
                 except ApiError as error:
                     if error.status == 409:  # another replica wrote it first: read theirs
+                        conflict = error
                         continue
                     raise
                 self.log.info("webhook certificate written", secret=f"{namespace}/{name}")
@@ -195,7 +197,9 @@ class SecretKeeper(TrustingKeeper):
             changed = serving != self.serving
             self.serving = serving
             return serving if changed else None
-        raise ApiError(409, "Conflict", "the webhook Secret keeps changing", "PUT", name)
+        # Every attempt lost to another writer: the last of those answers, as the server gave it.
+        assert conflict is not None
+        raise conflict
 
     async def _store(
         self, secret: Manifest | None, namespace: str, name: str, data: dict[str, bytes]

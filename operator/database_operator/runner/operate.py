@@ -1,52 +1,22 @@
-"""Start the operator: API client, metrics and health servers, and Kopf with our handlers."""
+"""Run a built operator: its servers, the wait for the CRDs, the workers, the campaign for the
+Lease and Kopf's watches, until stopped; then everything stopped in order and closed."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
-import socket
-import uuid
 from collections.abc import Awaitable, Callable
 
 import kopf
 
-from database_operator import tracing
 from database_operator.config import Settings
-from database_operator.controller import Controller
-from database_operator.events import EventRecorder
-from database_operator.handlers import register
-from database_operator.health import Health
-from database_operator.kube import ApiError, Kube, new_api_client
+from database_operator.kube import ApiError, Kube
 from database_operator.leader import LeaderElection, wait_for_earlier_peers
-from database_operator.lifecycle import Supervisor, Watching, WatchRestarts, required_resources
+from database_operator.lifecycle import Supervisor, required_resources
 from database_operator.logs import get_logger
-from database_operator.metrics import WATCHED_RESOURCES, Metrics
-from database_operator.webhooks.admission import Admission
+from database_operator.runner.build import Operator
 from database_operator.webhooks.keeper import Webhooks
-
-
-def identity() -> str:
-    """This replica's name in the Lease: the pod's name, made unique per process (a restarted
-    container must not inherit its previous life's lease)."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-
-
-def leader_election(kube: Kube, settings: Settings) -> LeaderElection | None:
-    """This replica's candidacy, when leader election is on."""
-    if not settings.leader_election:
-        return None
-    return LeaderElection(
-        kube,
-        namespace=str(settings.lease_namespace),
-        name=settings.lease_name,
-        identity=identity(),
-        lease_duration=settings.lease_duration,
-        renew_deadline=settings.renew_deadline,
-        retry_period=settings.retry_period,
-    )
-
 
 CRD_POLL_S = 2.0
 
@@ -154,24 +124,13 @@ def webhook_starter(webhooks: Webhooks | None) -> Callable[[], Awaitable[None]]:
     return serve
 
 
-async def operate(
-    *,
-    settings: Settings,
-    kube: Kube,
-    controller: Controller,
-    registry: kopf.OperatorRegistry,
-    webhooks: Webhooks | None,
-    election: LeaderElection | None,
-    recorder: EventRecorder,
-    health: Health,
-    watching: Watching,
-    stopping: asyncio.Event,
-) -> None:
+async def work_once_served(op: Operator, stopping: asyncio.Event) -> None:
     """Once the CRDs are served: the webhooks, the caches, the workers, the campaign for the
     Lease and Kopf's watches; on the way out, the Lease released first."""
+    settings, kube, controller, election = op.settings, op.kube, op.controller, op.election
     if not await wait_for_crds(kube, settings, stopping):
         return
-    serve_webhooks = webhook_starter(webhooks)
+    serve_webhooks = webhook_starter(op.webhooks)
     await serve_webhooks()
     with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
         await controller.prime()
@@ -179,8 +138,9 @@ async def operate(
     campaign = asyncio.create_task(campaign_for(election, settings, stopping)) if election else None
     try:
         # Kopf, run again when the CRDs come back after they went (lifecycle.py).
-        await Supervisor(kube, settings, watching, health.ready, stopping).run(
-            lambda stop_kopf: run_kopf(registry, settings, stop_kopf, stopping, health.ready),
+        ready = op.health.ready
+        await Supervisor(kube, settings, op.watching, ready, stopping).run(
+            lambda stop_kopf: run_kopf(op.registry, settings, stop_kopf, stopping, ready),
             lambda: wait_for_crds(kube, settings, stopping),
             serve_webhooks,
         )
@@ -189,78 +149,31 @@ async def operate(
             stopping.set()
             await campaign  # released: the standby takes over while we finish stopping
         await controller.stop(workers)
-        await recorder.drain()
+        await op.recorder.drain()
 
 
-async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> None:
-    """Run until stopped (SIGINT/SIGTERM, or ``stop_flag``)."""
-    log = get_logger()
-    metrics = Metrics()
-
-    traces = (
-        tracing.start(lambda reason, spans: metrics.spans_dropped.labels(reason).inc(spans))
-        if settings.tracing
-        else None
-    )
-
-    # Each worker makes one call at a time; Events are posted beside them.
-    api = new_api_client(connections=max(16, 2 * settings.workers))
-    kube = Kube(api, on_error=lambda error: metrics.api_errors.labels(str(error.status)).inc())
-    election = leader_election(kube, settings)
-    # The reconciling side writes only while it surely leads; the webhooks write as every replica.
-    writer = kube.fenced(election.may_write) if election else kube
-    recorder = EventRecorder(writer)
-    controller = Controller(writer, settings, metrics, recorder.for_object)
-    webhooks = Webhooks(kube, settings, metrics.webhook_took) if settings.webhook_port else None
-    registry = register(
-        controller,
-        kopf.OperatorRegistry(),
-        Admission(kube, settings.image_registries) if webhooks else None,
-        webhooks.server if webhooks else None,
-    )
-    if election is not None:
-        election.on_change = controller.lead
-    else:
-        controller.lead(True)
-    if settings.metrics_port:
-        metrics.serve(settings.metrics_port)
-    watching = Watching().following_kopf()
-    restarts = WatchRestarts(
-        WATCHED_RESOURCES, lambda resource: metrics.watch_restarted(resource).inc()
-    ).following_kopf()
-    health = Health(webhooks.server if webhooks else None, watching)
-    health_runner = await health.serve(settings.health_port) if settings.health_port else None
-    announce(settings, election, tracing.protocol() if traces else False)
+async def operate(op: Operator, stopping: asyncio.Event, traces: str | bool) -> None:
+    """Run the built operator until ``stopping`` is set: its metrics and health servers, then
+    its work once the CRDs are served; on the way out, everything stopped and closed."""
+    if op.settings.metrics_port:
+        op.metrics.serve(op.settings.metrics_port)
+    health = op.health
+    health_runner = await health.serve(op.settings.health_port) if op.settings.health_port else None
+    announce(op.settings, op.election, traces)
 
     # SIGINT/SIGTERM set ``stopping``, which stops the wait for the CRDs, releases the Lease at
     # once (a rolling update hands over in about a second) and stops Kopf (its stop flag).
-    stopping = stop_flag or asyncio.Event()
     take_signals(stopping)
 
     # Alive while waiting for the CRDs too; ready only once Kopf watches.
-    health.operator_task = asyncio.create_task(
-        operate(
-            settings=settings,
-            kube=kube,
-            controller=controller,
-            registry=registry,
-            webhooks=webhooks,
-            election=election,
-            recorder=recorder,
-            health=health,
-            watching=watching,
-            stopping=stopping,
-        )
-    )
+    health.operator_task = asyncio.create_task(work_once_served(op, stopping))
     try:
         await health.operator_task
     finally:
-        if webhooks is not None:
-            await webhooks.stop()
+        if op.webhooks is not None:
+            await op.webhooks.stop()
         if health_runner is not None:
             with contextlib.suppress(Exception):
                 await health_runner.cleanup()
-        kube.close()
-        restarts.stop_following()
-        tracing.stop(traces)  # the last reconciles' spans, within tracing.SHUTDOWN_S
-        log.info("stopped")
+        op.kube.close()
+        op.restarts.stop_following()

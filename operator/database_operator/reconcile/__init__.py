@@ -1,0 +1,143 @@
+"""One idempotent reconcile: make a Database's children match its spec, then write its status;
+and the end of a Database's life: finalize, then let it go.
+
+Ownership comes before action: every child is read first (observe.py), and if any object by a
+child's name is not the Database's own (see ownership.py) nothing at all is written but the
+status, which says what clashes. Only a missing or differing child is written (apply.py,
+takeback.py), so the steady state costs no write; the status is written only when it changed
+(report.py). The finalizer and deletion are in finalizer.py. What a reconcile did is returned
+for the caller to count, log and cache (result.py).
+"""
+
+from __future__ import annotations
+
+from database_operator import desired
+from database_operator.api.backup import RestoreRecord
+from database_operator.api.models import KIND, Database
+from database_operator.backups import restore, schedule, state
+from database_operator.backups.state import Backups
+from database_operator.carryover import carry_over
+from database_operator.clock import Clock, system_clock
+from database_operator.events import EventSink, no_events
+from database_operator.kube import KubeApi
+from database_operator.ownership import conflict, conflict_message, is_ours
+from database_operator.reasons import Problem, Reason
+from database_operator.reconcile.apply import ensure_children, ensure_credentials, remove_surplus
+from database_operator.reconcile.finalizer import (
+    FINALIZER,
+    add_finalizer,
+    finalize,
+    has_finalizer,
+    remove_finalizer,
+)
+from database_operator.reconcile.observe import observe
+from database_operator.reconcile.report import merge_patch_of, report_failure, write_status
+from database_operator.reconcile.result import Result
+from database_operator.status import Outcome, Workloads
+
+__all__ = [
+    "FINALIZER",
+    "Result",
+    "add_finalizer",
+    "finalize",
+    "has_finalizer",
+    "merge_patch_of",
+    "reconcile",
+    "remove_finalizer",
+    "report_failure",
+]
+
+
+async def reconcile(
+    kube: KubeApi,
+    db: Database,
+    events: EventSink = no_events,
+    now: Clock = system_clock,
+    *,
+    confirmed: bool = False,
+    backups: Backups | None = None,
+    agent_image: str = "",
+) -> Result:
+    """Bring one Database's children to the desired state and write its status when it changed.
+
+    ``confirmed``: ``db`` came from the API server just now (not from a cache that may hold a
+    Database deleted meanwhile); else it is re-read before anything is created. ``backups``:
+    its DatabaseBackups as the watch has them, for its restore, its schedule and what its
+    status says of them (None: not looked at); ``agent_image``: the image of the Jobs' agent.
+    Raises ApiError for API failures (the caller decides whether to retry).
+    """
+    at = now()
+    result = Result(status=db.status, outcome=Outcome())
+    observed = await observe(kube, db)
+    conflicts = [found for obj in observed.named_like_children() if (found := conflict(obj, db))]
+    children = {key: obj for key, obj in observed.children.items() if obj and is_ours(obj, db)}
+    failure: Problem | None = None
+    restoring: Problem | None = None
+    restored: RestoreRecord | None = None
+
+    if conflicts:
+        failure = Problem(Reason.CHILD_NAME_CONFLICT, conflict_message(conflicts))
+    elif db.spec.paused:
+        result.outcome = Outcome(paused=True)
+    else:
+        if not confirmed and observed.creates_something():
+            fresh = await kube.get(KIND, db.namespace, db.name)
+            if fresh is None or fresh["metadata"].get("uid") != db.metadata.get("uid"):
+                result.gone = True
+                return result
+        credentials, failure = await ensure_credentials(kube, db, observed, result)
+        if credentials is not None:
+            gate = await restore.gate(
+                kube,
+                db,
+                (backups or Backups()).named,
+                primary=children.get(("Deployment", db.name)),
+                agent_image=agent_image,
+            )
+            checksum = desired.credentials_checksum(db, credentials)
+            wanted = carry_over(
+                [*desired.children(db, checksum), desired.connection_secret(db, credentials)],
+                children,
+                db,
+                checksum,
+            )
+            if gate.hold:  # the restore is not done: no database runs on the volume yet
+                wanted = [child for child in wanted if child["kind"] != "Deployment"]
+            failure = gate.failure or await ensure_children(kube, db, wanted, children, result)
+            await remove_surplus(kube, db, observed, result)
+            restoring, restored = gate.progress, gate.restored
+    if backups is not None and failure is None and not conflicts:
+        tended = await schedule.tend(kube, db, backups.of_database, at)
+        result.backups_created, result.backups_deleted = tended.created, tended.deleted
+        result.next_backup = tended.next_due
+    connection = ("Secret", desired.connection_secret_name(db))
+    result.outcome = Outcome(
+        paused=result.outcome.paused,
+        failure=failure,
+        binding=connection[1] if children.get(connection) else None,
+        restoring=restoring,
+        restored=restored,
+    )
+    if backups is not None:
+        result.backups = state.summarize(db, backups.of_database, at)
+    written = await write_status(
+        kube,
+        db,
+        workloads=Workloads(
+            primary=children.get(("Deployment", db.name)),
+            replicas=children.get(("Deployment", desired.replicas_name(db))),
+        ),
+        outcome=result.outcome,
+        events=events,
+        now=lambda: at,
+        backups=result.backups,
+    )
+    result.status, result.status_wire, result.body = written.status, written.wire, written.body
+    if result.created:
+        # One Event for a creation, not one per child; it names the first phase too.
+        events(
+            "Normal",
+            "Created",
+            f"created {', '.join(result.created)}; phase {result.status.phase or 'None'}",
+        )
+    return result
