@@ -87,10 +87,11 @@ def generated() -> dict[Path, str]:
         )
 
     hooks = dump_all(webhook_configurations(), "webhooks/configuration.py")
+    databases_crd = crd_yaml(webhooks.default_conversion())
     rules_header = HEADER.format(source="alerts.py")
     docs = docs_url()
     return {
-        ROOT / "config/crd/bases/databases.example.com_databases.yaml": crd_yaml(),
+        ROOT / "config/crd/bases/databases.example.com_databases.yaml": databases_crd,
         ROOT / "config/crd/bases/databases.example.com_databasebackups.yaml": backup_crd_yaml(),
         ROOT / "config/rbac/role.yaml": dump(rbac.cluster_role(), "rbac.py"),
         ROOT / "config/rbac/webhook_role.yaml": dump_all(rbac.webhook_roles(), "rbac.py"),
@@ -108,7 +109,8 @@ def generated() -> dict[Path, str]:
             with_reasons((ROOT / "docs/operations.md").read_text()), docs
         ),
         ROOT / "helm/database-operator/files/rbac-rules.yaml": dump(rbac.rules_file(), "rbac.py"),
-        ROOT / "helm/database-operator/files/crds/databases.example.com_databases.yaml": crd_yaml(),
+        ROOT
+        / "helm/database-operator/files/crds/databases.example.com_databases.yaml": databases_crd,
         ROOT / "helm/database-operator/files/crds/databases.example.com_databasebackups.yaml": (
             backup_crd_yaml()
         ),

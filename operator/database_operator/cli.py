@@ -13,8 +13,9 @@ from database_operator import __version__
 
 def _crd(_: argparse.Namespace) -> int:
     from database_operator.api.crd import crd_yaml
+    from database_operator.webhooks.configuration import default_conversion
 
-    sys.stdout.write(crd_yaml())
+    sys.stdout.write(crd_yaml(default_conversion()))
     return 0
 
 

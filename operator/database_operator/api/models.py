@@ -52,8 +52,14 @@ OWNED_POD_LABELS = (
     "app.kubernetes.io/managed-by",
     ROLE_LABEL,
 )
+#: Namespace annotations that cap the Databases of a namespace (absent: no cap), checked by the
+#: validating webhook.
+MAX_DATABASES = f"{GROUP}/max-databases"
+MAX_STORAGE = f"{GROUP}/max-storage"
 KIND = "Database"
 PLURAL = "databases"
+#: The name of the Database CustomResourceDefinition.
+CRD_NAME = f"{PLURAL}.{GROUP}"
 
 #: A Kubernetes resource quantity ("10Gi", "500m", 2), as core/v1 writes it in OpenAPI.
 QUANTITY_PATTERN = (

@@ -3,7 +3,7 @@
 Its spec is v1's before storage became an object and the engine got its name: a flat
 ``storageSize``/``storageClass`` and ``type`` for the engine. Everything else means what it
 means in v1; what v1 added (placement, parameters, annotations, deletionProtection…) it cannot
-express, and conversion (webhooks/conversion.py) keeps those fields in an annotation. Status is
+express, and conversion (api/conversion.py) keeps those fields in an annotation. Status is
 v1's. Deprecated: kubectl warns on every request through it.
 """
 
