@@ -1,4 +1,5 @@
-"""The API package is the bottom layer: the webhooks build on it, never the other way round."""
+"""The API package is the bottom layer: the webhooks build on it, never the other way round,
+and every annotation and label key of it is made from GROUP."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from database_operator import api
+from database_operator.api.common import GROUP
 
 API = Path(api.__file__).parent
 MODULES = sorted(API.glob("*.py"))
@@ -53,3 +55,39 @@ def test_importing_the_api_loads_no_webhook_module_on_the_way() -> None:
         check=True,
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def _literals(tree: ast.Module) -> list[tuple[int, str]]:
+    """The string constants of ``tree`` (f-strings' literal parts too), docstrings left out."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in docstrings
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", [path for path in MODULES if path.name != "common.py"], ids=lambda path: path.name
+)
+def test_every_key_of_the_group_is_made_from_group(path: Path) -> None:
+    """A literal "databases.example.com/…" would not follow a change of the group."""
+    spelled = [
+        f"line {line}: {text!r}"
+        for line, text in _literals(ast.parse(path.read_text()))
+        if GROUP in text
+    ]
+    assert spelled == []
+
+
+def test_group_is_spelled_once_in_common() -> None:
+    literals = [text for _, text in _literals(ast.parse((API / "common.py").read_text()))]
+    assert [text for text in literals if GROUP in text] == [GROUP]

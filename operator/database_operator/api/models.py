@@ -40,10 +40,10 @@ __all__ = [
 ]
 
 #: The label on each database pod that says whether it is the primary or a read replica.
-ROLE_LABEL = "databases.example.com/role"
+ROLE_LABEL = f"{GROUP}/role"
 #: The label on a Database (and the operator copies it to its children) that assigns it to a
 #: shard: an operator started with --shard=NAME reconciles only the Databases labelled NAME.
-SHARD_LABEL = "databases.example.com/shard"
+SHARD_LABEL = f"{GROUP}/shard"
 #: The labels the operator puts on every pod: a Database's podLabels may not set them.
 OWNED_POD_LABELS = (
     "app.kubernetes.io/name",
