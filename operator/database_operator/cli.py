@@ -6,15 +6,19 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from database_operator import __version__
+
+if TYPE_CHECKING:  # the agent's Jobs start through main(): no pydantic before it is needed
+    from pydantic.fields import FieldInfo
 
 
 def _crd(_: argparse.Namespace) -> int:
     from database_operator.api.crd import crd_yaml
+    from database_operator.webhooks.configuration import default_conversion
 
-    sys.stdout.write(crd_yaml())
+    sys.stdout.write(crd_yaml(default_conversion()))
     return 0
 
 
@@ -86,8 +90,6 @@ def _run(args: argparse.Namespace) -> int:
         for key, value in vars(args).items()
         if key in Settings.model_fields and value is not None
     }
-    if args.all_namespaces:
-        flags["namespaces"] = []
     try:
         settings = Settings(**flags)
     except ValidationError as error:
@@ -114,6 +116,110 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _variable(name: str) -> str:
+    from database_operator.config import ENV_PREFIX
+
+    return ENV_PREFIX + name.upper()
+
+
+def _is_list(field: FieldInfo) -> bool:
+    """A list setting, read comma-separated from its variable."""
+    return field.annotation == list[str]
+
+
+def shown_default(field: FieldInfo) -> str:
+    """A setting's default as people read it: off/on, none, or the value."""
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def add_setting_flags(run: argparse.ArgumentParser) -> list[argparse.Action]:
+    """`run`'s flags, made from the Settings fields (name, type, default, description), under
+    their FlagGroup's heading; returns the actions added, each with its setting as ``dest``.
+    Values stay strings for Settings to check, so a bad one is named the same way from a flag
+    as from the environment. The namespaces keep kubectl's spelling: ``-n NS``, repeatable, or
+    ``-A`` for all of them."""
+    from database_operator.config import FlagGroup, Settings
+
+    fields = Settings.model_fields
+    group_of = {
+        name: next((meta for meta in field.metadata if isinstance(meta, FlagGroup)), None)
+        for name, field in fields.items()
+    }
+    sections = {
+        group: run.add_argument_group(group.title)
+        for group in dict.fromkeys(group_of.values())
+        if group is not None
+    }
+    actions = []
+    for name, field in fields.items():
+        group = group_of[name]
+        where = run if group is None else sections[group]
+        comma = ", comma-separated" if _is_list(field) else ""
+        shown = f"default: {shown_default(field)}; env {_variable(name)}{comma}"
+        help_text = f"{field.description} ({shown})".replace("%", "%%")
+        if name == "namespaces":
+            scope = where.add_mutually_exclusive_group()
+            actions += [
+                scope.add_argument(
+                    "-n", "--namespace", dest=name, action="append", metavar="NS", help=help_text
+                ),
+                scope.add_argument(
+                    "-A",
+                    "--all-namespaces",
+                    dest=name,
+                    action="store_const",
+                    const=[],
+                    help="watch all namespaces",
+                ),
+            ]
+        elif field.annotation is bool:
+            actions.append(
+                where.add_argument(
+                    _flag(name),
+                    dest=name,
+                    action=argparse.BooleanOptionalAction,
+                    default=None,
+                    help=help_text,
+                )
+            )
+        else:
+            actions.append(where.add_argument(_flag(name), dest=name, help=help_text))
+    return actions
+
+
+def settings_markdown() -> str:
+    """The README's settings table: each setting's flags, variable, default and description,
+    made from the same fields and flags as `run` (a default with the operator's version in it
+    shows ``<version>``, so the table need not change with each release)."""
+    from database_operator.config import Settings
+
+    flags: dict[str, list[str]] = {}
+    for action in add_setting_flags(argparse.ArgumentParser(add_help=False)):
+        spelled = " / ".join(f"`{option}`" for option in action.option_strings)
+        flags.setdefault(action.dest, []).append(spelled)
+    rows = []
+    for name, field in Settings.model_fields.items():
+        env = f"`{_variable(name)}`" + (" (comma-separated)" if _is_list(field) else "")
+        default = shown_default(field).replace(__version__, "<version>")
+        if default not in ("on", "off", "none"):
+            default = f"`{default}`"
+        description = (field.description or "").replace("|", "\\|")
+        rows.append(f"| {', '.join(flags[name])} | {env} | {default} | {description} |")
+    header = "| flag | env | default | description |\n| --- | --- | --- | --- |\n"
+    return header + "\n".join(rows) + "\n"
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="database-operator",
@@ -127,65 +233,7 @@ def parser() -> argparse.ArgumentParser:
         description="Run the operator. Every flag overrides the DATABASE_OPERATOR_* env variable "
         "of the same name.",
     )
-    scope = run.add_mutually_exclusive_group()
-    scope.add_argument(
-        "-n",
-        "--namespace",
-        dest="namespaces",
-        action="append",
-        metavar="NS",
-        help="watch this namespace (repeatable, globs allowed)",
-    )
-    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch all namespaces")
-    run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
-    run.add_argument("--log-format", help="json or console")
-    run.add_argument("--metrics-port", help="port of /metrics (0: off)")
-    run.add_argument("--health-port", help="port of /healthz and /readyz (0: off)")
-    run.add_argument("--resync-interval", help="seconds between periodic reconciles")
-    run.add_argument(
-        "--retry-max-delay", help="longest wait between attempts at a failing Database (seconds)"
-    )
-    run.add_argument("--workers", help="Databases reconciled at the same time")
-    run.add_argument(
-        "--shard", help="reconcile only Databases labelled databases.example.com/shard=SHARD"
-    )
-    election = run.add_argument_group("leader election (HA, on a coordination.k8s.io Lease)")
-    election.add_argument(
-        "--leader-election",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="elect the one replica that reconciles; the others stand by",
-    )
-    election.add_argument("--lease-name", help="name of the Lease")
-    election.add_argument("--lease-namespace", help="namespace of the Lease (POD_NAMESPACE)")
-    election.add_argument("--lease-duration", help="seconds before a silent leader is replaced")
-    election.add_argument("--renew-deadline", help="seconds the leader tries to renew, then stops")
-    election.add_argument("--retry-period", help="seconds between renewals and between tries")
-    hooks = run.add_argument_group("webhooks (admission and conversion, HTTPS)")
-    hooks.add_argument("--webhook-port", help="port of the webhooks (0: off)")
-    hooks.add_argument("--webhook-address", help="address the webhooks listen on")
-    hooks.add_argument(
-        "--webhook-service",
-        help="NAMESPACE/NAME of the webhook Service: keep an own CA and certificate for it",
-    )
-    hooks.add_argument("--webhook-secret", help="Secret of the own CA and certificate")
-    hooks.add_argument("--webhook-cert-dir", help="folder with tls.crt and tls.key to serve")
-    hooks.add_argument(
-        "--webhook-url", help="outside the cluster: the https:// URL the API server calls"
-    )
-    hooks.add_argument("--webhook-configuration", help="name of the webhook configurations")
-    hooks.add_argument(
-        "--image-registries", help="comma-separated registry prefixes images must start with"
-    )
-    run.add_argument(
-        "--agent-image", help="image of the backup, restore and delete Jobs' agent (ours)"
-    )
-    run.add_argument(
-        "--tracing",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="export OpenTelemetry traces (OTLP; configured by the OTEL_* variables)",
-    )
+    add_setting_flags(run)
     run.set_defaults(func=_run)
 
     render = commands.add_parser(

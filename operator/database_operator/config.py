@@ -1,12 +1,14 @@
 """The operator's settings: environment (prefix DATABASE_OPERATOR_), overridden by flags.
 
-Each setting is one field here; `database-operator run --help` and the README table list the
-same names. An invalid value stops start-up with a message that names the setting.
+Each setting is one field here, the single source of its name, type, default and description:
+`database-operator run`'s flags (cli.py) and the README's settings table (`make manifests`) are
+made from the fields. An invalid value stops start-up with a message that names the setting.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
 
@@ -23,6 +25,17 @@ GLOB_CHARACTERS = frozenset("*?[]!")
 def is_exact(namespace: str) -> bool:
     """A namespace name, not a pattern."""
     return not set(namespace) & GLOB_CHARACTERS
+
+
+@dataclass(frozen=True)
+class FlagGroup:
+    """The heading a setting's flag is listed under in `run --help` (in a field's Annotated)."""
+
+    title: str
+
+
+ELECTION = FlagGroup("leader election (HA, on a coordination.k8s.io Lease)")
+WEBHOOKS = FlagGroup("webhooks (admission and conversion, HTTPS)")
 
 
 class LogFormat(StrEnum):
@@ -44,7 +57,8 @@ class Settings(BaseSettings):
 
     namespaces: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Namespaces to watch, comma-separated (globs allowed); empty watches all.",
+        description="Namespaces to watch (globs allowed; the flag once for each); empty watches "
+        "all.",
     )
     log_level: LogLevel = Field(default=LogLevel.INFO, description="DEBUG, INFO, WARNING or ERROR.")
     log_format: LogFormat = Field(
@@ -78,85 +92,88 @@ class Settings(BaseSettings):
         description="Reconcile only the Databases labelled databases.example.com/shard=SHARD "
         "(selected by the API server); empty reconciles every Database.",
     )
-    leader_election: bool = Field(
+    leader_election: Annotated[bool, ELECTION] = Field(
         default=False,
         description="Elect the one replica that reconciles on a coordination.k8s.io Lease (HA); "
-        "the others watch, serve the webhooks and stand by.",
+        "the others watch, serve the webhooks and stand by. The chart and config/manager turn "
+        "it on.",
     )
-    lease_name: str = Field(
+    lease_name: Annotated[str, ELECTION] = Field(
         default="database-operator",
         min_length=1,
         description="Name of the Lease (with a shard: database-operator-SHARD).",
     )
-    lease_namespace: str | None = Field(
+    lease_namespace: Annotated[str | None, ELECTION] = Field(
         default=None,
-        description="Namespace of the Lease; empty: the operator's own (POD_NAMESPACE).",
+        description="Namespace of the Lease (needed with leader election); empty: the "
+        "operator's own (POD_NAMESPACE).",
     )
-    lease_duration: float = Field(
+    lease_duration: Annotated[float, ELECTION] = Field(
         default=15.0,
         gt=0,
         description="Seconds a standby waits, after the leader's last renewal, to take over.",
     )
-    renew_deadline: float = Field(
+    renew_deadline: Annotated[float, ELECTION] = Field(
         default=10.0,
         gt=0,
         description="Seconds the leader keeps trying to renew before it stops reconciling "
         "(shorter than the lease duration: it stops before anyone can take over).",
     )
-    retry_period: float = Field(
+    retry_period: Annotated[float, ELECTION] = Field(
         default=2.0,
         gt=0,
         description="Seconds between renewals, and between a standby's tries.",
     )
-    webhook_port: int = Field(
+    webhook_port: Annotated[int, WEBHOOKS] = Field(
         default=0,
         ge=0,
         le=65535,
-        description="Port of the admission and conversion webhooks (HTTPS); 0 turns them off.",
+        description="Port of the admission and conversion webhooks (HTTPS); 0 turns them off "
+        "(the chart sets 9443).",
     )
-    webhook_address: str = Field(
+    webhook_address: Annotated[str, WEBHOOKS] = Field(
         default="0.0.0.0",  # noqa: S104 - the API server reaches the pod from outside it
         description="Address the webhooks listen on.",
     )
-    webhook_service: str | None = Field(
+    webhook_service: Annotated[str | None, WEBHOOKS] = Field(
         default=None,
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
         description="NAMESPACE/NAME of the Service in front of the webhooks: the operator keeps "
         "its own CA and certificate for it in --webhook-secret, and writes the CA into the "
         "webhook configurations and the CRD.",
     )
-    webhook_secret: str = Field(
+    webhook_secret: Annotated[str, WEBHOOKS] = Field(
         default="database-operator-webhook-cert",
         description="Secret (in the Service's namespace) with the webhooks' own CA and "
         "certificate, shared by the replicas.",
     )
-    webhook_cert_dir: str | None = Field(
+    webhook_cert_dir: Annotated[str | None, WEBHOOKS] = Field(
         default=None,
         description="Folder with tls.crt and tls.key (a mounted Secret, e.g. cert-manager's), "
         "re-read when they change; the caBundles are then someone else's (cert-manager's CA "
         "injector).",
     )
-    webhook_url: str | None = Field(
+    webhook_url: Annotated[str | None, WEBHOOKS] = Field(
         default=None,
         pattern=r"^https://",
         description="Outside the cluster: the https:// address the API server reaches the "
         "operator at; the operator registers URL-based webhook configurations itself.",
     )
-    webhook_configuration: str = Field(
+    webhook_configuration: Annotated[str, WEBHOOKS] = Field(
         default="database-operator",
         description="Name of the Validating- and MutatingWebhookConfiguration.",
+    )
+    image_registries: Annotated[list[str], NoDecode, WEBHOOKS] = Field(
+        default_factory=list,
+        description="Image policy: registry prefixes a Database's images (the engine's and, with "
+        "monitoring, the exporter's) must start with, comma-separated "
+        "(e.g. registry.example.com/,docker.io/library/); empty allows any.",
     )
     tracing: bool = Field(
         default=False,
         description="Export OpenTelemetry traces of reconciles and webhooks over OTLP, as the "
         "standard OTEL_* variables configure it (endpoint, protocol, sampler, resource).",
     )
-    image_registries: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="Registry prefixes a Database's image must start with, comma-separated "
-        "(e.g. registry.example.com/,docker.io/library/); empty allows any.",
-    )
-
     agent_image: str = Field(
         default=f"ghcr.io/example/database-operator:{__version__}",
         min_length=1,

@@ -10,12 +10,10 @@ from typing import Any
 
 import pytest
 
-from database_operator.api.models import Database
+from database_operator.api.models import MAX_DATABASES, MAX_STORAGE, Database
 from database_operator.engines import ENGINES, Engine
 from database_operator.webhooks import admission
 from database_operator.webhooks.admission import (
-    MAX_DATABASES,
-    MAX_STORAGE,
     Admission,
     RefusedError,
     deletion_problem,

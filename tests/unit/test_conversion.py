@@ -13,10 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from database_operator.api import conversion
+from database_operator.api.conversion import V1, V1_FIELDS, V1BETA1
 from database_operator.api.models import DatabaseSpec
 from database_operator.api.v1beta1 import DatabaseSpecV1beta1
-from database_operator.webhooks import conversion
-from database_operator.webhooks.conversion import V1, V1_FIELDS, V1BETA1
+from database_operator.webhooks import conversion as webhook
 
 METADATA = {
     "name": "orders",
@@ -180,7 +181,7 @@ def test_a_broken_annotation_is_refused_naming_it(annotation: str, message: str)
 
 
 def review(objects: list[dict[str, Any]], desired: str) -> dict[str, Any]:
-    return conversion.review(
+    return webhook.review(
         {
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "ConversionReview",
@@ -489,7 +490,7 @@ def test_a_review_answers_in_the_reviews_own_api_version() -> None:
         "kind": "ConversionReview",
         "request": {"uid": "abc", "desiredAPIVersion": V1BETA1, "objects": []},
     }
-    answer = conversion.review(body)
+    answer = webhook.review(body)
     assert answer == {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "ConversionReview",

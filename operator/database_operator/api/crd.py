@@ -22,6 +22,7 @@ from database_operator.api.backup import (
     DatabaseBackupStatus,
 )
 from database_operator.api.models import (
+    CRD_NAME,
     DATABASE_NAME_MAX_LENGTH,
     DATABASE_NAME_PATTERN,
     GROUP,
@@ -32,7 +33,6 @@ from database_operator.api.models import (
     DatabaseStatus,
     cel,
 )
-from database_operator.webhooks import configuration as webhooks
 
 Schema = dict[str, Any]
 
@@ -200,14 +200,16 @@ def served_version(version: str) -> dict[str, Any]:
     }
 
 
-def crd() -> dict[str, Any]:
+def crd(conversion: dict[str, Any]) -> dict[str, Any]:
     """The Database CustomResourceDefinition as a plain object: both versions, converted by the
-    operator's webhook (the versions' shapes differ, so the API server cannot convert alone)."""
+    operator's webhook (the versions' shapes differ, so the API server cannot convert alone).
+    ``conversion`` is its ``spec.conversion``, from the caller: where the API server sends
+    ConversionReviews is the webhooks' business (webhooks/configuration.py), a layer above."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{PLURAL}.{GROUP}",
+            "name": CRD_NAME,
             "labels": {"app.kubernetes.io/name": "database-operator"},
         },
         "spec": {
@@ -222,13 +224,7 @@ def crd() -> dict[str, Any]:
             },
             "scope": "Namespaced",
             "versions": [served_version(version) for version in SPEC_MODELS],
-            # Where the API server sends ConversionReviews: the webhook Service as
-            # `kubectl apply -k config/default` names it (the chart writes its own names in).
-            "conversion": webhooks.conversion(
-                webhooks.service_client(
-                    webhooks.DEFAULT_NAMESPACE, webhooks.DEFAULT_SERVICE, webhooks.CONVERT_PATH
-                )
-            ),
+            "conversion": conversion,
         },
     }
 
@@ -297,9 +293,10 @@ def backup_crd() -> dict[str, Any]:
 HEADER = "# Generated from the pydantic models by `make manifests`. Do not edit.\n"
 
 
-def crd_yaml() -> str:
-    """The Database CRD as the YAML that `make manifests` writes."""
-    return HEADER + yaml.safe_dump(crd(), sort_keys=False, width=100)
+def crd_yaml(conversion: dict[str, Any]) -> str:
+    """The Database CRD as the YAML that `make manifests` writes (``conversion``: as for
+    :func:`crd`)."""
+    return HEADER + yaml.safe_dump(crd(conversion), sort_keys=False, width=100)
 
 
 def backup_crd_yaml() -> str:

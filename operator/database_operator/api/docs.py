@@ -6,12 +6,16 @@ from typing import Any
 
 from database_operator.api import v1beta1
 from database_operator.api.backup import BACKUP_KIND, ORIGIN_LABEL, SCHEDULED
-from database_operator.api.crd import backup_crd, backup_openapi_schema, crd, openapi_schema
-from database_operator.api.models import GROUP, KIND, VERSION
+from database_operator.api.conversion import RENAMED, SHARED, STORAGE, V1_FIELDS
+from database_operator.api.crd import (
+    backup_crd,
+    backup_openapi_schema,
+    openapi_schema,
+    printer_columns,
+)
+from database_operator.api.models import GROUP, KIND, MAX_DATABASES, MAX_STORAGE, VERSION
 from database_operator.desired.monitoring import CONTAINER, PORT_NAME
 from database_operator.engines import ENGINES
-from database_operator.webhooks.admission import MAX_DATABASES, MAX_STORAGE
-from database_operator.webhooks.conversion import RENAMED, SHARED, STORAGE, V1_FIELDS
 
 #: Longer patterns are not printed in the tables.
 LONG_PATTERN = 200
@@ -109,7 +113,7 @@ def api_markdown() -> str:
     schema = openapi_schema()
     spec, status = schema["properties"]["spec"], schema["properties"]["status"]
     beta_spec = openapi_schema(v1beta1.VERSION)["properties"]["spec"]
-    columns = crd()["spec"]["versions"][0]["additionalPrinterColumns"]
+    columns = printer_columns(VERSION)
     backup_columns = backup_crd()["spec"]["versions"][0]["additionalPrinterColumns"]
     backup = backup_openapi_schema()["properties"]
     backup_spec, backup_status = backup["spec"], backup["status"]

@@ -40,10 +40,10 @@ __all__ = [
 ]
 
 #: The label on each database pod that says whether it is the primary or a read replica.
-ROLE_LABEL = "databases.example.com/role"
+ROLE_LABEL = f"{GROUP}/role"
 #: The label on a Database (and the operator copies it to its children) that assigns it to a
 #: shard: an operator started with --shard=NAME reconciles only the Databases labelled NAME.
-SHARD_LABEL = "databases.example.com/shard"
+SHARD_LABEL = f"{GROUP}/shard"
 #: The labels the operator puts on every pod: a Database's podLabels may not set them.
 OWNED_POD_LABELS = (
     "app.kubernetes.io/name",
@@ -52,8 +52,14 @@ OWNED_POD_LABELS = (
     "app.kubernetes.io/managed-by",
     ROLE_LABEL,
 )
+#: Namespace annotations that cap the Databases of a namespace (absent: no cap), checked by the
+#: validating webhook.
+MAX_DATABASES = f"{GROUP}/max-databases"
+MAX_STORAGE = f"{GROUP}/max-storage"
 KIND = "Database"
 PLURAL = "databases"
+#: The name of the Database CustomResourceDefinition.
+CRD_NAME = f"{PLURAL}.{GROUP}"
 
 #: A Kubernetes resource quantity ("10Gi", "500m", 2), as core/v1 writes it in OpenAPI.
 QUANTITY_PATTERN = (

@@ -3,7 +3,7 @@
 Its spec is v1's before storage became an object and the engine got its name: a flat
 ``storageSize``/``storageClass`` and ``type`` for the engine. Everything else means what it
 means in v1; what v1 added (placement, parameters, annotations, deletionProtection…) it cannot
-express, and conversion (webhooks/conversion.py) keeps those fields in an annotation. Status is
+express, and conversion (api/conversion.py) keeps those fields in an annotation. Status is
 v1's. Deprecated: kubectl warns on every request through it.
 """
 
@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import ConfigDict, Field
 from pydantic.fields import FieldInfo
 
-from database_operator.api.common import NAME_PATTERN, _Model, cel
+from database_operator.api.common import GROUP, NAME_PATTERN, _Model, cel
+from database_operator.api.common import VERSION as V1_VERSION
 from database_operator.api.models import (
     CredentialsSecretRef,
     DatabaseSpec,
@@ -28,8 +29,8 @@ from database_operator.engines import ENGINES, Engine
 
 VERSION = "v1beta1"
 DEPRECATION_WARNING = (
-    "databases.example.com/v1beta1 Database is deprecated; use databases.example.com/v1 "
-    "(docs/api.md: moving from v1beta1)"
+    f"{GROUP}/{VERSION} Database is deprecated; use {GROUP}/{V1_VERSION} "
+    f"(docs/api.md: moving from {VERSION})"
 )
 
 #: The v1beta1 spec fields that v1 has under the same name and meaning.

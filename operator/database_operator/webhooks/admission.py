@@ -23,7 +23,8 @@ from pydantic import ValidationError
 from database_operator.api.backup import BACKUP_KIND, DatabaseBackup
 from database_operator.api.models import (
     EXPORTER_PORTS,
-    GROUP,
+    MAX_DATABASES,
+    MAX_STORAGE,
     OWNED_POD_LABELS,
     Database,
     DatabaseSpec,
@@ -35,10 +36,6 @@ from database_operator.desired.workload import image
 from database_operator.engines import ENGINES, Engine, major_version, reserved_key
 from database_operator.kube import ApiError, Kube
 from database_operator.manifest import Manifest
-
-#: Namespace annotations that cap the Databases of a namespace (absent: no cap).
-MAX_DATABASES = f"{GROUP}/max-databases"
-MAX_STORAGE = f"{GROUP}/max-storage"
 
 
 class RefusedError(Exception):

@@ -147,3 +147,9 @@ def conversion(client: ClientConfig) -> Manifest:
         "strategy": "Webhook",
         "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": client},
     }
+
+
+def default_conversion() -> Manifest:
+    """The CRD's ``spec.conversion`` as `kubectl apply -k config/default` installs it: to the
+    webhook Service of its names (the chart writes its own names in)."""
+    return conversion(service_client(DEFAULT_NAMESPACE, DEFAULT_SERVICE, CONVERT_PATH))

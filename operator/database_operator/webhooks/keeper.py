@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from database_operator.api.models import GROUP, PLURAL
+from database_operator.api.models import CRD_NAME
 from database_operator.config import Settings
 from database_operator.kube import ApiError, Kube
 from database_operator.logs import get_logger
@@ -41,7 +41,6 @@ from database_operator.webhooks.certificates import (
 )
 from database_operator.webhooks.server import OnAnswer, WebhookServer
 
-CRD_NAME = f"{PLURAL}.{GROUP}"
 #: How often the keeper re-checks its certificate files, Secret and caBundles.
 CHECK_INTERVAL_S = 300.0
 FILES_CHECK_INTERVAL_S = 60.0
