@@ -24,7 +24,7 @@ from database_operator.lifecycle import Supervisor, Watching, WatchRestarts, req
 from database_operator.logs import get_logger
 from database_operator.metrics import WATCHED_RESOURCES, Metrics
 from database_operator.webhooks.admission import Admission
-from database_operator.webhooks.keeper import Webhooks
+from database_operator.webhooks.keeper import WebhookServing
 
 
 def identity() -> str:
@@ -143,7 +143,7 @@ async def run_kopf(
     await kopf_task
 
 
-def webhook_starter(webhooks: Webhooks | None) -> Callable[[], Awaitable[None]]:
+def webhook_starter(webhooks: WebhookServing | None) -> Callable[[], Awaitable[None]]:
     """Starts serving the webhooks, unless they are served. Before Kopf: conversion is served as
     soon as we are up. Kopf stops the server when it stops; the supervisor may run it again."""
 
@@ -160,7 +160,7 @@ async def operate(
     kube: Kube,
     controller: Controller,
     registry: kopf.OperatorRegistry,
-    webhooks: Webhooks | None,
+    webhooks: WebhookServing | None,
     election: LeaderElection | None,
     recorder: EventRecorder,
     health: Health,
@@ -211,7 +211,9 @@ async def run(settings: Settings, stop_flag: asyncio.Event | None = None) -> Non
     writer = kube.fenced(election.may_write) if election else kube
     recorder = EventRecorder(writer)
     controller = Controller(writer, settings, metrics, recorder.for_object)
-    webhooks = Webhooks(kube, settings, metrics.webhook_took) if settings.webhook_port else None
+    webhooks = (
+        WebhookServing(kube, settings, metrics.webhook_took) if settings.webhook_port else None
+    )
     registry = register(
         controller,
         kopf.OperatorRegistry(),
