@@ -33,8 +33,8 @@ import yaml
 from kubernetes import client
 
 from database_operator import rbac
-from tests.cluster import Cluster, play_kubelet, wait_for
-from tests.controlplane import ROOT, free_port, install_crds, temporary_control_plane
+from tests.cluster import Cluster, own_cluster, play_kubelet, wait_for
+from tests.controlplane import ROOT, free_port, install_crds
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
 from tests.integration.test_reconcile import phase_is, wait_for_status
 
@@ -122,12 +122,8 @@ def make_namespace(cluster: Cluster) -> Iterator[Callable[[str], str]]:
 @pytest.fixture
 def empty_cluster() -> Iterator[Cluster]:
     """A control plane of the test's own, without CRDs: a user's fresh cluster."""
-    with temporary_control_plane() as plane:
-        connected = Cluster.connect(plane)
-        try:
-            yield connected
-        finally:
-            connected.api.close()
+    with own_cluster() as cluster:
+        yield cluster
 
 
 def not_found(call: Callable[[], Any]) -> bool:
