@@ -107,7 +107,7 @@ typecheck: install ## mypy --strict.
 	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py hack/bench.py hack/release.py hack/smoke.py
 
 .PHONY: unit
-unit: install ## Unit tests (no server).
+unit: install tools ## Unit tests (no server; the chart tests render with bin/helm).
 	$(VENV)/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 .PHONY: integration

@@ -12,7 +12,12 @@ from typing import Any, TypeVar
 
 from kubernetes import client, config
 
-from tests.controlplane import ControlPlane, kubectl_process
+from tests.controlplane import (
+    ControlPlane,
+    install_crds,
+    kubectl_process,
+    temporary_control_plane,
+)
 
 T = TypeVar("T")
 
@@ -171,6 +176,28 @@ class Cluster:
             name,
             {"AWS_ACCESS_KEY_ID": "backup-user", "AWS_SECRET_ACCESS_KEY": "not-a-real-secret"},
         )
+
+
+@contextlib.contextmanager
+def connected(plane: ControlPlane) -> Iterator[Cluster]:
+    """``plane`` as tests use it, its API client closed after."""
+    cluster = Cluster.connect(plane)
+    try:
+        yield cluster
+    finally:
+        cluster.api.close()
+
+
+@contextlib.contextmanager
+def own_cluster(*, crds: bool = False) -> Iterator[Cluster]:
+    """A control plane of one's own, started in a temporary folder, stopped and removed after:
+    with the project's CRDs, or without (for tests that install them, or other versions of them,
+    themselves)."""
+    with temporary_control_plane() as plane:
+        if crds:
+            install_crds(plane.kubeconfig)
+        with connected(plane) as cluster:
+            yield cluster
 
 
 def wait_for(

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.cluster import Cluster
-from tests.controlplane import install_crds, temporary_control_plane
+from tests.cluster import Cluster, own_cluster
 
 if TYPE_CHECKING:
     from tests.objectstore import ObjectStore
@@ -20,13 +19,8 @@ if TYPE_CHECKING:
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     """etcd + kube-apiserver on loopback with the project's CRDs, for the whole session."""
-    with temporary_control_plane() as plane:
-        install_crds(plane.kubeconfig)
-        connected = Cluster.connect(plane)
-        try:
-            yield connected
-        finally:
-            connected.api.close()
+    with own_cluster(crds=True) as cluster:
+        yield cluster
 
 
 @pytest.fixture

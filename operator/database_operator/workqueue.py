@@ -69,10 +69,6 @@ class WorkQueue(Generic[K]):
         """Keys waiting to be processed now (not those in progress or scheduled for later)."""
         return len(self._urgent) + len(self._routine)
 
-    @property
-    def scheduled(self) -> int:
-        return len(self._slots)
-
     def add(self, key: K, trigger: str, routine: bool = False, since: float | None = None) -> None:
         """Process ``key`` as soon as a worker is free (once, however often it is added);
         ``routine`` keys wait until no other key is ready. ``since``: when it became due (by

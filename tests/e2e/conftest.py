@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import Cluster
+from tests.cluster import Cluster, connected
 from tests.controlplane import ControlPlane, install_crds
 from tests.integration.conftest import OperatorProcess, start_operator
 
@@ -29,11 +29,8 @@ def full_cluster() -> Iterator[Cluster]:
         with ControlPlane(workdir, full=True) as plane:
             install_crds(plane.kubeconfig)
             plane.wait_for_node_ready()
-            connected = Cluster.connect(plane)
-            try:
-                yield connected
-            finally:
-                connected.api.close()
+            with connected(plane) as cluster:
+                yield cluster
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -82,9 +82,18 @@ def test_postgres_and_redis_take_read_replicas_with_storage(
 ) -> None:
     # The volume belongs to the primary alone; read replicas clone it.
     for engine in ("postgres", "redis"):
-        cluster.create_db(
-            namespace, engine, {"engine": engine, "replicas": 3, "storage": {"size": "1Gi"}}
+        spec = {"engine": engine, "replicas": 3, "storage": {"size": "1Gi"}}
+        created = cluster.create_db(namespace, engine, spec)
+        assert created["spec"]["replicas"] == 3
+        assert created["spec"]["storage"] == {"size": "1Gi"}
+    # MySQL has no read replicas, with or without storage: the rule is per engine.
+    status, message = rejection(
+        lambda: cluster.create_db(
+            namespace, "mysql", {"engine": "mysql", "replicas": 3, "storage": {"size": "1Gi"}}
         )
+    )
+    assert status == 422
+    assert "spec.replicas" in message
 
 
 def test_a_setting_the_operator_owns_is_refused_by_name(cluster: Cluster, namespace: str) -> None:

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.cluster import Cluster, report_pods, wait_for
-from tests.controlplane import ROOT, free_port, temporary_control_plane
+from tests.cluster import Cluster, own_cluster, report_pods, wait_for
+from tests.controlplane import ROOT, free_port
 from tests.integration.conftest import OperatorProcess, start_operator
 
 #: The two "pods": whichever leads, a smoke test that took the first, or any, would read the
@@ -118,8 +118,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     """An empty control plane (the chart installs the CRDs), two operators watching all
     namespaces and electing their leader on the release's Lease as the chart's replicas would,
     and the environment hack/deploy.sh runs with."""
-    with temporary_control_plane() as plane:
-        cluster = Cluster.connect(plane)
+    with own_cluster() as cluster:
         logs = tmp_path_factory.mktemp("deploy")
         operators: dict[str, OperatorProcess] = {}
         metrics: dict[str, str] = {}
@@ -147,7 +146,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         env = {
             **os.environ,
             "PATH": f"{ROOT / 'bin'}:{os.environ['PATH']}",
-            "KUBECONFIG": str(plane.kubeconfig),
+            "KUBECONFIG": str(cluster.kubeconfig),
             "HELM": str(ROOT / "bin" / "helm"),
             "KUBECTL": str(ROOT / "bin" / "kubectl"),
             "HELM_CACHE_HOME": str(logs / "helm" / "cache"),
@@ -171,7 +170,6 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
             thread.join(timeout=5)
             for operator in operators.values():
                 operator.stop()
-            cluster.api.close()
 
 
 def test_a_good_release_passes_the_smoke_test_read_from_the_active_replica(

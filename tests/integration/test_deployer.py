@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from database_operator import rbac
-from tests.cluster import Cluster
-from tests.controlplane import ROOT, temporary_control_plane
+from tests.cluster import Cluster, own_cluster
+from tests.controlplane import ROOT
 from tests.integration.test_packaging import CHART, Helm, can_i, service_account_kubeconfig
 
 RELEASE = rbac.DEPLOYER_RELEASE
@@ -27,13 +27,9 @@ ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{rbac.DEPLOYER}"
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     """An empty control plane of the module's own (no CRDs), with config/deployer applied."""
-    with temporary_control_plane() as plane:
-        connected = Cluster.connect(plane)
-        try:
-            connected.kubectl("apply", "-k", str(ROOT / "config" / "deployer"))
-            yield connected
-        finally:
-            connected.api.close()
+    with own_cluster() as cluster:
+        cluster.kubectl("apply", "-k", str(ROOT / "config" / "deployer"))
+        yield cluster
 
 
 @pytest.fixture(scope="module")

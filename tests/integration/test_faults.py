@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.cluster import Cluster, request_counts, wait_for
+from tests.cluster import Cluster, connected, request_counts, wait_for
 from tests.controlplane import ControlPlane, install_crds
 from tests.faults import Chaos, FaultProxy, fail_finalizer_removal
 from tests.integration.conftest import OperatorProcess, start_operator
@@ -45,11 +45,8 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def faulty(plane: ControlPlane) -> Iterator[Cluster]:
-    connected = Cluster.connect(plane)
-    try:
-        yield connected
-    finally:
-        connected.api.close()
+    with connected(plane) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.cluster import Cluster, wait_for
+from tests.cluster import Cluster, connected, wait_for
 from tests.controlplane import ControlPlane, free_port, install_crds
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
 from tests.integration.test_prometheus import sample, scrape
@@ -106,11 +106,8 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def own(plane: ControlPlane) -> Iterator[Cluster]:
-    connected = Cluster.connect(plane)
-    try:
-        yield connected
-    finally:
-        connected.api.close()
+    with connected(plane) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -33,8 +33,8 @@ import yaml
 from kubernetes import client
 
 from database_operator import rbac
-from tests.cluster import Cluster, play_kubelet, wait_for
-from tests.controlplane import ROOT, free_port, install_crds, temporary_control_plane
+from tests.cluster import Cluster, own_cluster, play_kubelet, wait_for
+from tests.controlplane import ROOT, free_port, install_crds
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
 from tests.integration.test_reconcile import phase_is, wait_for_status
 
@@ -72,6 +72,13 @@ class Helm:
         if check and done.returncode != 0:
             raise AssertionError(f"helm {' '.join(args)} failed: {done.stderr}")
         return done
+
+    def chart(
+        self, verb: str, release: str, namespace: str, *args: str, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """``helm <verb> <release> <the chart> --namespace <namespace> <args>``: the project's
+        chart installed, upgraded or rendered."""
+        return self(verb, release, str(CHART), "--namespace", namespace, *args, check=check)
 
 
 @pytest.fixture(scope="module")
@@ -122,12 +129,8 @@ def make_namespace(cluster: Cluster) -> Iterator[Callable[[str], str]]:
 @pytest.fixture
 def empty_cluster() -> Iterator[Cluster]:
     """A control plane of the test's own, without CRDs: a user's fresh cluster."""
-    with temporary_control_plane() as plane:
-        connected = Cluster.connect(plane)
-        try:
-            yield connected
-        finally:
-            connected.api.close()
+    with own_cluster() as cluster:
+        yield cluster
 
 
 def not_found(call: Callable[[], Any]) -> bool:
@@ -264,13 +267,8 @@ def test_helm_install_upgrade_and_uninstall(
     cluster: Cluster, helm: Helm, namespace: str, release: str
 ) -> None:
     name = fullname(release)
-    helm(
-        "install",
-        release,
-        str(CHART),
-        "--namespace",
-        namespace,
-        *sets("crds.enabled=false", "leaderElection.enabled=false"),
+    helm.chart(
+        "install", release, namespace, *sets("crds.enabled=false", "leaderElection.enabled=false")
     )
 
     cluster.core.read_namespaced_service_account(name, namespace)
@@ -289,14 +287,8 @@ def test_helm_install_upgrade_and_uninstall(
     lease_role = f"{name}-leader-election"
     assert "NotFound" in cluster.kubectl("get", "role", lease_role, "-n", namespace, check=False)
 
-    helm(
-        "upgrade",
-        release,
-        str(CHART),
-        "--namespace",
-        namespace,
-        "--reuse-values",
-        *sets("logLevel=DEBUG", "replicas=2"),
+    helm.chart(
+        "upgrade", release, namespace, "--reuse-values", *sets("logLevel=DEBUG", "replicas=2")
     )
     upgraded = cluster.apps.read_namespaced_deployment(name, namespace)
     assert upgraded.metadata.generation > deployment.metadata.generation
@@ -322,12 +314,10 @@ def test_helm_install_upgrade_and_uninstall(
 def test_chart_crds_apply_unchanged_over_the_installed_ones(cluster: Cluster, helm: Helm) -> None:
     """The chart's CRDs are the ones the cluster has (config/crd/bases): applied over them on the
     server, they change no spec (same generation) and conflict with no field manager."""
-    rendered = helm(
+    rendered = helm.chart(
         "template",
         CHART_NAME,
-        str(CHART),
         # The namespace the cluster's CRDs (config/crd/bases) name in their conversion webhook.
-        "--namespace",
         "database-operator-system",
         "--show-only",
         "templates/crds.yaml",
@@ -361,7 +351,7 @@ def test_chart_installs_the_crds_on_an_empty_cluster_and_keeps_them_on_uninstall
     cluster, helm = empty_cluster, Helm(empty_cluster.kubeconfig, helm_home)
     release, namespace = CHART_NAME, "database-operator-system"
     crds = ["databases.databases.example.com", "databasebackups.databases.example.com"]
-    helm("install", release, str(CHART), "--namespace", namespace, "--create-namespace")
+    helm.chart("install", release, namespace, "--create-namespace")
     cluster.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{crd}" for crd in crds]
     )
@@ -385,7 +375,7 @@ def test_chart_installs_the_crds_on_an_empty_cluster_and_keeps_them_on_uninstall
     cluster.create_db("apps", "after", {"engine": "redis"})
 
     # Installed again, the release adopts the CRDs it left behind.
-    helm("install", release, str(CHART), "--namespace", namespace, "--set", "logLevel=DEBUG")
+    helm.chart("install", release, namespace, "--set", "logLevel=DEBUG")
     for crd in crds:
         live = json.loads(cluster.kubectl("get", "crd", crd, "-o", "json"))
         assert live["metadata"]["annotations"]["meta.helm.sh/release-name"] == release
@@ -405,13 +395,12 @@ def test_chart_takes_over_crds_that_kubectl_installed(
     }
     # The namespace config/crd's conversion webhook names (elsewhere, Helm's server-side apply
     # reports the conflict over that field: the README's --force-conflicts).
-    args = ["install", CHART_NAME, str(CHART), "--namespace", "database-operator-system"]
-    args.append("--create-namespace")
-    refused = helm(*args, check=False)
+    install = ("install", CHART_NAME, "database-operator-system", "--create-namespace")
+    refused = helm.chart(*install, check=False)
     assert refused.returncode != 0
     assert "exists and cannot be imported into the current release" in refused.stderr
 
-    helm(*args, "--take-ownership")
+    helm.chart(*install, "--take-ownership")
     for name in names:
         after = json.loads(cluster.kubectl("get", "crd", name, "-o", "json"))["metadata"]
         assert after["generation"] == before[name]["generation"], name
@@ -431,14 +420,7 @@ def test_chart_service_account_runs_the_operator_across_all_namespaces(
     without a denied request."""
     cluster, helm = empty_cluster, Helm(empty_cluster.kubeconfig, helm_home)
     release, namespace = "ops", "database-operator-system"
-    helm(
-        "install",
-        release,
-        str(CHART),
-        "--namespace",
-        namespace,
-        "--create-namespace",
-    )
+    helm.chart("install", release, namespace, "--create-namespace")
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     account = fullname(release)
     kubeconfig = service_account_kubeconfig(cluster, namespace, account, tmp_path / "sa.kubeconfig")
@@ -490,11 +472,9 @@ def test_chart_watching_one_namespace_grants_that_namespace_only(  # noqa: PLR09
     read Secrets in ns-a and not in ns-b, and the operator it runs (leading on its Lease in the
     release's namespace, not ns-a) reconciles ns-a's Databases and no other."""
     ns_a, ns_b = make_namespace("ns-a"), make_namespace("ns-b")
-    helm(
+    helm.chart(
         "install",
         release,
-        str(CHART),
-        "--namespace",
         namespace,
         # Webhooks off: the API server could not reach them (see the module's docstring).
         *sets(
@@ -542,7 +522,7 @@ def test_chart_pods_pass_the_restricted_pod_security_standard(
     cluster.kubectl(
         "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted"
     )
-    rendered = helm("template", CHART_NAME, str(CHART), "--namespace", namespace).stdout
+    rendered = helm.chart("template", CHART_NAME, namespace).stdout
     objects = [obj for obj in yaml.safe_load_all(rendered) if obj]
     deployment = next(obj for obj in objects if obj["kind"] == "Deployment")
     operator_pod = {

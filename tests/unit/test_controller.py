@@ -5,14 +5,22 @@ tests/integration; these pin each branch down on its own."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from typing import Any, cast
 
+import pytest
+
 from database_operator.config import Settings
-from database_operator.controller import ERRORS_BEFORE_DEGRADED, STALE_RETRIES, Controller
+from database_operator.controller import (
+    ERRORS_BEFORE_DEGRADED,
+    RETRY_BASE_S,
+    STALE_RETRIES,
+    Controller,
+)
 from database_operator.events import EventSink
 from database_operator.kube import Kube, NotLeadingError, StaleReadError
-from database_operator.manifest import Manifest
+from database_operator.manifest import Key, Manifest
 from database_operator.metrics import Metrics
 from database_operator.reconcile import FINALIZER
 from tests.aio import synchronously
@@ -100,7 +108,9 @@ async def test_a_childs_event_for_an_unknown_database_waits_for_the_database() -
 
 
 @synchronously
-async def test_a_failing_reconcile_is_retried_with_a_growing_delay_and_then_degrades() -> None:
+async def test_a_failing_reconcile_is_retried_with_a_growing_delay_and_then_degrades(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     kube = FakeKube()
     controller = make(kube)
     # A user's Secret carries no label of ours: every reconcile reads it from the API server.
@@ -116,13 +126,27 @@ async def test_a_failing_reconcile_is_retried_with_a_growing_delay_and_then_degr
         "ADDED", database(kube, engine="redis", credentialsSecretRef={"name": "mine"})
     )
     await process_all(controller)
-    kube.fail("GET", "Secret", 503, times=ERRORS_BEFORE_DEGRADED)
-    delays = []
-    for _ in range(ERRORS_BEFORE_DEGRADED):
+    delays: list[float] = []  # each retry's delay, as the controller asks the queue for it
+    schedule = controller.queue.schedule
+
+    def recorded(key: Key, delay: float, trigger: str) -> None:
+        if trigger == "retry":
+            delays.append(delay)
+        schedule(key, delay, trigger)
+
+    monkeypatch.setattr(controller.queue, "schedule", recorded)
+    cap = controller.settings.retry_max_delay
+    failing = ERRORS_BEFORE_DEGRADED + 4  # enough to reach the cap (8 s from 0.5 s) and stay
+    kube.fail("GET", "Secret", 503, times=failing)
+    for _ in range(failing):
         await controller.process((NS, "db"), "retry")
-        delays.append(controller.queue._slots[(NS, "db")].deadline)
-    assert delays == sorted(delays)
-    assert controller.queue.failures((NS, "db")) == ERRORS_BEFORE_DEGRADED
+    assert len(delays) == failing
+    assert delays[0] == RETRY_BASE_S
+    assert cap in delays
+    capped = delays.index(cap)
+    assert all(shorter < longer for shorter, longer in itertools.pairwise(delays[: capped + 1]))
+    assert delays[capped:] == [cap] * (failing - capped)
+    assert controller.queue.failures((NS, "db")) == failing
     degraded = next(
         c
         for c in (stored(kube, "Database") or {})["status"]["conditions"]

@@ -21,8 +21,15 @@ from typing import Any
 
 import pytest
 
-from tests.cluster import Cluster, condition, play_kubelet, wait_for, write_requests
-from tests.controlplane import ROOT, install_crds, temporary_control_plane
+from tests.cluster import (
+    Cluster,
+    condition,
+    own_cluster,
+    play_kubelet,
+    wait_for,
+    write_requests,
+)
+from tests.controlplane import ROOT, install_crds
 from tests.integration.conftest import OperatorProcess, start_operator
 from tests.upgrade.versions import Version
 
@@ -305,12 +312,8 @@ class Upgrades:
 @pytest.fixture(scope="module")
 def upgrade_cluster() -> Iterator[Cluster]:
     """A control plane of the module's own: the tests install other versions' CRDs."""
-    with temporary_control_plane() as plane:
-        connected = Cluster.connect(plane)
-        try:
-            yield connected
-        finally:
-            connected.api.close()
+    with own_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,6 @@ from tests.upgrade.conftest import (
 )
 from tests.upgrade.versions import EARLIER, FIRST_COMPLETE, PREVIOUS, Version
 
-VERSIONS = pytest.mark.parametrize("version", EARLIER, ids=[v.name for v in EARLIER])
 #: The names of a Database's children: <name>, and <name>-<suffix>.
 CHILD_SUFFIXES = ("replicas", "credentials", "connection", "data")
 KINDS = {
@@ -36,11 +35,26 @@ KINDS = {
 }
 
 
-@VERSIONS
-def test_every_database_stays_ready_with_no_child_name_conflict(
-    upgrades: Upgrades, version: Version
-) -> None:
-    upgrade = upgrades.of(version)
+@pytest.fixture(params=EARLIER, ids=[v.name for v in EARLIER])
+def upgrade(request: pytest.FixtureRequest, upgrades: Upgrades) -> Upgrade:
+    """The upgrade from each earlier version (done once per version for the module)."""
+    version: Version = request.param
+    return upgrades.of(version)
+
+
+def assert_kept(
+    key: str, before: dict[str, Any], after: dict[str, Any] | None, when: str
+) -> dict[str, Any]:
+    """``key`` (a `snapshot` entry) is still there ``when``, not replaced, its data (a Secret's)
+    and spec (a PVC's) unchanged: its entry then, for what else a test compares."""
+    assert after is not None, f"{key} is gone {when}"
+    assert after["uid"] == before["uid"], f"{key} was replaced {when}"
+    assert after.get("data") == before.get("data"), f"{key}'s data changed {when}"
+    assert after.get("spec") == before.get("spec"), f"{key}'s spec changed {when}"
+    return after
+
+
+def test_every_database_stays_ready_with_no_child_name_conflict(upgrade: Upgrade) -> None:
     for name, db in upgrade.status.items():
         ready = condition(db, "Ready") or {}
         assert ready.get("status") == "True", (name, ready)
@@ -49,41 +63,32 @@ def test_every_database_stays_ready_with_no_child_name_conflict(
     assert not [line for line in upgrade.log if "ChildNameConflict" in str(line)]
 
 
-@VERSIONS
-def test_no_secret_or_claim_is_replaced_or_changed(upgrades: Upgrades, version: Version) -> None:
-    upgrade = upgrades.of(version)
+def test_no_secret_or_claim_is_replaced_or_changed(upgrade: Upgrade) -> None:
     kept = [
         key for key in upgrade.before if key.split("/")[0] in ("Secret", "PersistentVolumeClaim")
     ]
     assert len(kept) >= len(upgrade.databases)
     for key in kept:
-        before, after = upgrade.before[key], upgrade.after.get(key)
-        assert after is not None, f"{key} is gone"
-        assert after["uid"] == before["uid"], f"{key} was replaced"
-        assert after.get("data") == before.get("data"), f"{key}'s data changed"
-        assert after.get("spec") == before.get("spec"), f"{key}'s spec changed"
+        assert_kept(key, upgrade.before[key], upgrade.after.get(key), "after the upgrade")
 
 
-@VERSIONS
-def test_no_pod_template_changes_and_no_deployment_or_service_is_replaced(
-    upgrades: Upgrades, version: Version
-) -> None:
-    upgrade = upgrades.of(version)
+def test_no_pod_template_changes_and_no_deployment_or_service_is_replaced(upgrade: Upgrade) -> None:
     deployments = [key for key in upgrade.before if key.startswith("Deployment/")]
     assert len(deployments) >= len(upgrade.databases)
     changed = []
     for key in deployments:
-        before, after = upgrade.before[key], upgrade.after[key]
-        assert after["uid"] == before["uid"], f"{key} was replaced"
+        before = upgrade.before[key]
+        after = assert_kept(key, before, upgrade.after.get(key), "after the upgrade")
         if after["template"] != before["template"] or after["generation"] != before["generation"]:
             changed.append(key)
         assert after["selector"] == before["selector"], key
         assert after["replicas"] == before["replicas"], key
     for key in [key for key in upgrade.before if key.startswith("Service/")]:
-        assert upgrade.after[key]["uid"] == upgrade.before[key]["uid"], f"{key} was replaced"
-        assert upgrade.after[key]["selector"] == upgrade.before[key]["selector"], key
+        before = upgrade.before[key]
+        after = assert_kept(key, before, upgrade.after.get(key), "after the upgrade")
+        assert after["selector"] == before["selector"], key
     FIGURES.append(
-        f"from {version.name}: {len(deployments)} Deployments, pod templates changed: "
+        f"from {upgrade.version.name}: {len(deployments)} Deployments, pod templates changed: "
         f"{len(changed)}, generations before -> after: "
         + ", ".join(
             f"{key.split('/')[1]} {upgrade.before[key]['generation']}->"
@@ -94,9 +99,7 @@ def test_no_pod_template_changes_and_no_deployment_or_service_is_replaced(
     assert changed == []
 
 
-@VERSIONS
-def test_each_child_is_written_at_most_once(upgrades: Upgrades, version: Version) -> None:
-    upgrade = upgrades.of(version)
+def test_each_child_is_written_at_most_once(upgrade: Upgrade) -> None:
     count = len(upgrade.databases)
     children = {
         kind: len([key for key in upgrade.after if key.startswith(f"{kind}/")])
@@ -108,8 +111,8 @@ def test_each_child_is_written_at_most_once(upgrades: Upgrades, version: Version
         per_resource[resource] = per_resource.get(resource, 0) + writes
     total = sum(writes for resource, writes in per_resource.items() if resource != "events")
     FIGURES.append(
-        f"from {version.name}: {count} Databases, {sum(children.values())} children; writes "
-        f"{dict(sorted(upgrade.writes.items()))}; {total / count:.2f} writes per Database "
+        f"from {upgrade.version.name}: {count} Databases, {sum(children.values())} children; "
+        f"writes {dict(sorted(upgrade.writes.items()))}; {total / count:.2f} writes per Database "
         "(Events aside)"
     )
     for resource, kind in KINDS.items():
@@ -118,12 +121,8 @@ def test_each_child_is_written_at_most_once(upgrades: Upgrades, version: Version
     assert per_resource.get("databases/status", 0) <= count, upgrade.writes
 
 
-@VERSIONS
-def test_each_database_is_written_a_bounded_number_of_times(
-    upgrades: Upgrades, version: Version
-) -> None:
+def test_each_database_is_written_a_bounded_number_of_times(upgrade: Upgrade) -> None:
     # What each reconcile says it wrote, child by child (the API server counts only totals).
-    upgrade = upgrades.of(version)
     per_database: dict[str, dict[str, int]] = {name: {} for name in upgrade.databases}
     for line in upgrade.log:
         if line.get("event") != "reconciled" or line.get("name") not in per_database:
@@ -138,7 +137,7 @@ def test_each_database_is_written_a_bounded_number_of_times(
             written["status"] = written.get("status", 0) + 1
     totals = {name: sum(written.values()) for name, written in per_database.items()}
     FIGURES.append(
-        f"from {version.name}: writes per Database (children and status) "
+        f"from {upgrade.version.name}: writes per Database (children and status) "
         f"{dict(sorted(totals.items()))}; by kind {per_database}"
     )
     for name, written in per_database.items():
@@ -157,11 +156,7 @@ def test_each_database_is_written_a_bounded_number_of_times(
             assert times <= owned[kind], (name, kind, written)
 
 
-@VERSIONS
-def test_the_status_fields_of_this_version_are_filled_in(
-    upgrades: Upgrades, version: Version
-) -> None:
-    upgrade = upgrades.of(version)
+def test_the_status_fields_of_this_version_are_filled_in(upgrade: Upgrade) -> None:
     for name, db in upgrade.status.items():
         status = db["status"]
         assert status["observedGeneration"] == db["metadata"]["generation"]
@@ -198,12 +193,7 @@ def test_a_downgrade_to_the_previous_version_deletes_nothing(upgrades: Upgrades)
     assert previous.stop() == 0, previous.log_text()[-3000:]
     FIGURES.append(f"downgrade to {PREVIOUS.name}: writes {dict(sorted(writes.items()))}")
     for key, before in upgrade.before.items():
-        after = now.get(key)
-        assert after is not None, f"{key} is gone after the downgrade"
-        assert after["uid"] == before["uid"], f"{key} was replaced by the downgrade"
-        if key.startswith(("Secret/", "PersistentVolumeClaim/")):
-            assert after.get("data") == before.get("data"), key
-            assert after.get("spec") == before.get("spec"), key
+        after = assert_kept(key, before, now.get(key), "after the downgrade")
         if key.startswith("Deployment/"):
             assert after["template"] == before["template"], key
     assert not [key for key in writes if key.startswith("DELETE")], writes
@@ -219,8 +209,8 @@ def role_of(cluster: Cluster, namespace: str, name: str) -> str | None:
 def others_untouched(upgrade: Upgrade, now: dict[str, dict[str, Any]], rolled: set[str]) -> None:
     for key, before in upgrade.before.items():
         if key.startswith("Deployment/") and key.split("/")[1] not in rolled:
-            assert now[key]["uid"] == before["uid"], key
-            assert now[key]["template"] == before["template"], key
+            after = assert_kept(key, before, now.get(key), "after another's rollout")
+            assert after["template"] == before["template"], key
 
 
 def test_a_spec_change_of_its_pods_rolls_only_that_database_onto_this_versions_pods(

@@ -11,6 +11,7 @@ them.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -299,7 +300,7 @@ class BackupController:
         if entered is BackupPhase.FAILED:
             self.metrics.backup_failures.labels(reason or "Unknown").inc()
         get_logger().log(
-            20 if entered else 10,
+            logging.INFO if entered else logging.DEBUG,
             "backup reconciled",
             namespace=key[0],
             name=key[1],

@@ -20,7 +20,7 @@ from database_operator.leader import LeaderElection
 from database_operator.lifecycle import Watching, WatchRestarts
 from database_operator.metrics import WATCHED_RESOURCES, Metrics
 from database_operator.webhooks.admission import Admission
-from database_operator.webhooks.keeper import Webhooks
+from database_operator.webhooks.keeper import WebhookServing
 
 
 def identity() -> str:
@@ -56,7 +56,7 @@ class Operator:
     election: LeaderElection | None
     recorder: EventRecorder
     controller: Controller
-    webhooks: Webhooks | None
+    webhooks: WebhookServing | None
     registry: kopf.OperatorRegistry
     watching: Watching
     restarts: WatchRestarts
@@ -74,7 +74,9 @@ def build(settings: Settings, metrics: Metrics) -> Operator:
     writer = kube.fenced(election.may_write) if election else kube
     recorder = EventRecorder(writer)
     controller = Controller(writer, settings, metrics, recorder.for_object)
-    webhooks = Webhooks(kube, settings, metrics.webhook_took) if settings.webhook_port else None
+    webhooks = (
+        WebhookServing(kube, settings, metrics.webhook_took) if settings.webhook_port else None
+    )
     registry = register(
         controller,
         kopf.OperatorRegistry(),

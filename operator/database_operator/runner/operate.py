@@ -16,7 +16,7 @@ from database_operator.leader import LeaderElection, wait_for_earlier_peers
 from database_operator.lifecycle import Supervisor, required_resources
 from database_operator.logs import get_logger
 from database_operator.runner.build import Operator
-from database_operator.webhooks.keeper import Webhooks
+from database_operator.webhooks.keeper import WebhookServing
 
 CRD_POLL_S = 2.0
 
@@ -113,7 +113,7 @@ async def run_kopf(
     await kopf_task
 
 
-def webhook_starter(webhooks: Webhooks | None) -> Callable[[], Awaitable[None]]:
+def webhook_starter(webhooks: WebhookServing | None) -> Callable[[], Awaitable[None]]:
     """Starts serving the webhooks, unless they are served. Before Kopf: conversion is served as
     soon as we are up. Kopf stops the server when it stops; the supervisor may run it again."""
 

@@ -31,7 +31,7 @@ from database_operator.config import Settings
 from database_operator.kube import ApiError, Kube
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
-from database_operator.webhooks import configuration as config
+from database_operator.webhooks import configuration
 from database_operator.webhooks.certificates import (
     KeyPair,
     ca_is_current,
@@ -112,7 +112,7 @@ class TrustingKeeper(Keeper):
     def hosts(self) -> list[str]:
         raise NotImplementedError
 
-    def client_for(self, path: str) -> config.ClientConfig:
+    def client_for(self, path: str) -> configuration.ClientConfig:
         raise NotImplementedError
 
     async def trust(self) -> None:
@@ -149,9 +149,9 @@ class SecretKeeper(TrustingKeeper):
         namespace, name = self.service
         return [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
 
-    def client_for(self, path: str) -> config.ClientConfig:
+    def client_for(self, path: str) -> configuration.ClientConfig:
         namespace, name = self.service
-        return config.service_client(namespace, name, path)
+        return configuration.service_client(namespace, name, path)
 
     async def first(self) -> KeyPair:
         pair = await self.refresh()
@@ -228,7 +228,7 @@ class SecretKeeper(TrustingKeeper):
 
     async def trust(self) -> None:
         bundle = _b64(self.ca.cert)
-        for hook in config.HOOKS:
+        for hook in configuration.HOOKS:
             await self._set_bundle(hook.kind, bundle)
         crd = await self.kube.get_live("CustomResourceDefinition", "", CRD_NAME)
         client = (((crd or {}).get("spec") or {}).get("conversion") or {}).get("webhook", {})
@@ -247,7 +247,7 @@ class SecretKeeper(TrustingKeeper):
         if found is None:
             self.log.warning("webhook configuration missing", kind=kind, name=name)
             return
-        ours = {hook.name for hook in config.HOOKS}
+        ours = {hook.name for hook in configuration.HOOKS}
         changed = False
         for entry in found.get("webhooks") or []:
             client = entry.setdefault("clientConfig", {})
@@ -265,8 +265,8 @@ class LocalKeeper(TrustingKeeper):
     def hosts(self) -> list[str]:
         return [urlsplit(str(self.settings.webhook_url)).hostname or "127.0.0.1"]
 
-    def client_for(self, path: str) -> config.ClientConfig:
-        return config.url_client(str(self.settings.webhook_url), path)
+    def client_for(self, path: str) -> configuration.ClientConfig:
+        return configuration.url_client(str(self.settings.webhook_url), path)
 
     async def first(self) -> KeyPair:
         now = self.clock()
@@ -278,10 +278,10 @@ class LocalKeeper(TrustingKeeper):
         return None  # a year-long certificate outlives a local run
 
     def registration(self) -> list[Manifest]:
-        return config.configurations(
+        return configuration.configurations(
             self.settings.webhook_configuration,
-            lambda path: config.with_ca(self.client_for(path), self.ca.cert),
-            config.namespace_selector(self.settings.namespaces, None),
+            lambda path: configuration.with_ca(self.client_for(path), self.ca.cert),
+            configuration.namespace_selector(self.settings.namespaces, None),
             {"app.kubernetes.io/name": "database-operator"},
         )
 
@@ -293,19 +293,21 @@ class LocalKeeper(TrustingKeeper):
             elif found.get("webhooks") != wanted["webhooks"]:
                 wanted["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
                 await self.kube.replace(wanted)
-        client: dict[str, Any] = config.with_ca(self.client_for(config.CONVERT_PATH), self.ca.cert)
+        client: dict[str, Any] = configuration.with_ca(
+            self.client_for(configuration.CONVERT_PATH), self.ca.cert
+        )
         await self.kube.merge_patch(
             "CustomResourceDefinition",
             "",
             CRD_NAME,
             # service: null drops the in-cluster Service the generated CRD names.
-            {"spec": {"conversion": config.conversion({**client, "service": None})}},
+            {"spec": {"conversion": configuration.conversion({**client, "service": None})}},
         )
 
     async def close(self) -> None:
         """A local operator's URL dies with it: unregister, so the cluster is not left refusing
         every Database write (a crash leaves them; the failurePolicy then applies)."""
-        for hook in config.HOOKS:
+        for hook in configuration.HOOKS:
             found = await self.kube.get_live(hook.kind, "", self.settings.webhook_configuration)
             if found is not None:
                 await self.kube.delete(
@@ -326,8 +328,9 @@ def keeper_for(kube: Kube, settings: Settings) -> Keeper:
     return SecretKeeper(kube, settings)
 
 
-class Webhooks:
-    """The server and its keeper, started before Kopf and stopped after it."""
+class WebhookServing:
+    """Serving the webhooks: the server and its certificate's keeper, started before Kopf and
+    stopped after it."""
 
     def __init__(self, kube: Kube, settings: Settings, on_answer: OnAnswer | None = None) -> None:
         self.server = WebhookServer(settings.webhook_address, settings.webhook_port, on_answer)
