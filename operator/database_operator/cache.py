@@ -11,8 +11,8 @@ cache, everything else goes to the API server, and every answer to a write goes 
 Only what the watches would deliver is kept (an object carrying our labels): a user's
 namesake, or a user's Secret read by name, is asked of the API server each time, since no event
 would tell the cache it changed. Secrets are watched by label like the other children (the ones
-the operator generated), but a Secret the cache lacks may be a user's (``credentialsSecretRef``,
-a backup's storage credentials): ``get`` asks the API server for it.
+the operator generated); a user's (``credentialsSecretRef``, a backup store's credentials) is
+never in the cache, so whoever reads one asks ``get_live``.
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ from database_operator.ownership import owner_key
 
 #: An object by (kind, namespace, name).
 ObjectKey = tuple[str, str, str]
-#: Kinds whose objects the cache may lack though they exist and are wanted: a user's Secret
-#: carries no label of ours. ``CachedKube.get`` asks the API server when the cache lacks one.
-LIVE_WHEN_MISSING = frozenset({"Secret"})
 
 
 def stripped(body: Mapping[str, Any]) -> Manifest:
@@ -166,10 +163,7 @@ class CachedKube:
     async def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
         if not self.cache.holds(kind):
             return await self.live.get(kind, namespace, name)
-        found = self.cache.get(kind, namespace, name)
-        if found is None and kind in LIVE_WHEN_MISSING:
-            return await self.get_live(kind, namespace, name)
-        return found
+        return self.cache.get(kind, namespace, name)
 
     async def get_live(self, kind: str, namespace: str, name: str) -> Manifest | None:
         return self._keep(await self.live.get(kind, namespace, name))

@@ -8,6 +8,8 @@ from typing import Any
 
 from database_operator.cache import ObjectCache, newer, stripped
 from database_operator.controller import Controller
+from database_operator.desired import MANAGED_BY
+from database_operator.ownership import CREATED_FOR, MANAGED_BY_LABEL
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
 from tests.unit.test_controller import NS, database, make, process_all, stored
@@ -159,3 +161,65 @@ async def test_a_restart_resumes_from_a_fresh_list_with_no_write() -> None:
     assert await process_all(second) == 1
     assert len(kube.writes) == writes
     assert kube.reads[reads:] == []  # the Secrets it generated came with the listing too
+
+
+@synchronously
+async def test_a_create_reads_only_the_children_it_applies() -> None:
+    """The generated credentials Secret is created without a read (the create finds a
+    namesake); each applied child the cache lacks is read once, since an apply would merge
+    into a namesake without our label."""
+    kube, _ = await created(storage={"size": "1Gi"})
+    read = sorted((kind, name) for _, kind, name in kube.reads if kind != "Database")
+    assert read == [
+        ("Deployment", "db"),
+        ("PersistentVolumeClaim", "db-data"),
+        ("Secret", "db-connection"),
+        ("Service", "db"),
+    ]
+
+
+@synchronously
+async def test_a_namesake_of_the_credentials_secret_is_found_by_the_create() -> None:
+    kube = FakeKube()
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "db-credentials", "namespace": NS},
+        }
+    )
+    controller = make(kube)
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    ready = next(
+        c for c in (stored(kube, "Database") or {})["status"]["conditions"] if c["type"] == "Ready"
+    )
+    assert ready["reason"] == "ChildNameConflict"
+    assert "db-credentials" in ready["message"]
+    assert stored(kube, "Deployment") is None  # nothing is written beside a namesake
+    assert (stored(kube, "Secret", "db-credentials") or {}).get("data") is None  # untouched
+
+
+@synchronously
+async def test_our_secret_the_watch_does_not_deliver_is_used_and_labelled() -> None:
+    """A generated Secret without our label (the watch does not deliver it): the create finds
+    it, it is ours by its mark, so it is used as it is, and labelled so the watch has it next."""
+    kube = FakeKube()
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": "db-credentials",
+                "namespace": NS,
+                "annotations": {CREATED_FOR: "db"},
+            },
+            "data": {"username": "YXBw", "password": "b2xk"},
+        }
+    )
+    controller = make(kube)
+    controller.observe("ADDED", database(kube, engine="postgres"))
+    await process_all(controller)
+    secret = stored(kube, "Secret", "db-credentials") or {}
+    assert secret["data"]["password"] == "b2xk"
+    assert secret["metadata"]["labels"][MANAGED_BY_LABEL] == MANAGED_BY

@@ -32,7 +32,7 @@ async def destination_problem(
     if s3.ca_bundle_secret_ref is not None:
         wanted.append((s3.ca_bundle_secret_ref.name, (CA_BUNDLE_KEY,)))
     for name, keys in wanted:
-        secret = await kube.get("Secret", namespace, name)
+        secret = await kube.get_live("Secret", namespace, name)  # a user's: never cached
         if secret is None:
             return f"Secret {name!r} does not exist in namespace {namespace!r}"
         missing = [key for key in keys if not (secret.get("data") or {}).get(key)]

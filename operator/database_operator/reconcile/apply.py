@@ -37,22 +37,28 @@ async def ensure_credentials(
                 f"Secret {name!r} named by spec.credentialsSecretRef does not exist in namespace "
                 f"{db.namespace!r}",
             )
-    elif secret is None:
-        # A volume that outlived its Secret was initialised with the lost password: a new one
-        # would lock the engine out of its own data.
-        if observed.children.get(("PersistentVolumeClaim", desired.pvc_name(db))) is not None:
-            return None, Problem(
-                Reason.CREDENTIALS_SECRET_LOST,
-                f"Secret {name!r} is gone but PersistentVolumeClaim {desired.pvc_name(db)!r} holds "
-                "data initialised with its password: restore the Secret from a backup, with its "
-                f"annotation {CREATED_FOR}={db.name} (or delete the claim to start afresh)",
-            )
-        secret, failure = await _generate_secret(kube, db)
-        if failure is not None:
-            return None, failure
-        result.created.append("Secret")
     else:
-        secret = await _ensure_secret_ownership(kube, db, secret, result)
+        has_data = observed.children.get(("PersistentVolumeClaim", desired.pvc_name(db)))
+        if secret is None and has_data is not None and kube.cached("Secret"):
+            # The cache said it is missing: the API server has the last word before a Database
+            # is failed for it.
+            secret = await kube.get_live("Secret", db.namespace, name)
+        if secret is None:
+            # A volume that outlived its Secret was initialised with the lost password: a new
+            # one would lock the engine out of its own data.
+            if has_data is not None:
+                return None, Problem(
+                    Reason.CREDENTIALS_SECRET_LOST,
+                    f"Secret {name!r} is gone but PersistentVolumeClaim {desired.pvc_name(db)!r} "
+                    "holds data initialised with its password: restore the Secret from a backup, "
+                    f"with its annotation {CREATED_FOR}={db.name} (or delete the claim to start "
+                    "afresh)",
+                )
+            secret, failure = await _generate_secret(kube, db, result)
+            if failure is not None:
+                return None, failure
+        if "Secret" not in result.created:
+            secret = await _ensure_secret_ownership(kube, db, secret, result)
 
     data = (secret or {}).get("data") or {}
     missing = desired.missing_credentials_keys(db, data)
@@ -70,16 +76,21 @@ async def ensure_credentials(
     return data, None
 
 
-async def _generate_secret(kube: KubeApi, db: Database) -> tuple[Manifest | None, Problem | None]:
+async def _generate_secret(
+    kube: KubeApi, db: Database, result: Result
+) -> tuple[Manifest, Problem | None]:
     """Create the Secret with a fresh password. Created once and never re-applied, so never
-    regenerated; if it turns out to exist (an earlier create whose answer was lost, or a
-    namesake made meanwhile) the existing one is used only if it is ours."""
+    regenerated. It is created without a read first (the cache not holding it is enough to
+    try): if it turns out to exist (a namesake without our label, which the watch does not
+    deliver, or an earlier create whose answer was lost) the existing one is read and used only
+    if it is ours."""
     manifest = desired.secret(db, desired.generate_password(), desired.generate_password())
     created = await kube.create(manifest, exist_ok=True)
     if created is not None:
+        result.created.append("Secret")
         return created, None
     name = manifest["metadata"]["name"]
-    existing = await kube.get("Secret", db.namespace, name)
+    existing = await kube.get_live("Secret", db.namespace, name)
     if existing is None:
         # The create found it (409 AlreadyExists), the read does not: look again.
         raise StaleReadError(
@@ -91,7 +102,7 @@ async def _generate_secret(kube: KubeApi, db: Database) -> tuple[Manifest | None
         )
     found = conflict(existing, db)
     if found is not None:
-        return None, Problem(Reason.CHILD_NAME_CONFLICT, conflict_message([found]))
+        return existing, Problem(Reason.CHILD_NAME_CONFLICT, conflict_message([found]))
     return existing, None
 
 

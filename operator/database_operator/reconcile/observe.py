@@ -51,7 +51,7 @@ async def observe(kube: KubeApi, db: Database) -> Observed:
     (``get_live``), since a namesake without our label is invisible to the watch, and must be
     seen before anything is created under its name.
     """
-    credentials = await kube.get("Secret", db.namespace, desired.credentials_secret_name(db))
+    credentials = await read_credentials(kube, db)
     wanted = desired.child_keys(db)
     wanted.append(("Secret", desired.connection_secret_name(db)))
 
@@ -63,6 +63,19 @@ async def observe(kube: KubeApi, db: Database) -> Observed:
         [obj for obj in surplus if obj is not None],
         generated=db.spec.credentials_secret_ref is None,
     )
+
+
+async def read_credentials(kube: KubeApi, db: Database) -> Manifest | None:
+    """The credentials Secret. A user's carries no label of ours, so no watch delivers it: it
+    is read from the API server. A generated one comes from the cache, which lacking it is
+    enough to create it: the create (not an apply) finds a namesake (apply.py)."""
+    name = desired.credentials_secret_name(db)
+    if db.spec.credentials_secret_ref is not None:
+        return await kube.get_live("Secret", db.namespace, name)
+    found = await kube.get("Secret", db.namespace, name)
+    if found is not None and kube.cached("Secret") and needs_managed_fields(found, db):
+        found = await kube.get_live("Secret", db.namespace, name)
+    return found
 
 
 async def read_child(kube: KubeApi, db: Database, kind: str, name: str) -> Manifest | None:
