@@ -104,7 +104,7 @@ fmt: install ## Format and fix what ruff can.
 .PHONY: typecheck
 typecheck: install ## mypy --strict.
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py hack/bench.py hack/release.py hack/smoke.py
+	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py hack/bench.py hack/bench_*.py hack/release.py hack/smoke.py
 
 .PHONY: unit
 unit: install ## Unit tests (no server).

@@ -1,0 +1,97 @@
+"""hack/bench_*.py's pure parts: the command line, percentiles and the tables."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from tests.hack import load
+
+stats: Any = load("bench_stats")
+report: Any = load("bench_report")
+args: Any = load("bench_args")
+
+
+def cells(line: str) -> list[str]:
+    """A Markdown table row's cells, without their padding."""
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def operator_run(seconds: float) -> dict[str, Any]:
+    create = {
+        "seconds": seconds,
+        "cpu_s": 2.0,
+        "peak_rss_mib": 120.0,
+        "writes_per_db": 5.0,
+        "events_per_db": 1.0,
+        "reads_per_db": 0.0,
+        "reconciles_per_db": 1.0,
+    }
+    latency = {"status_p50_s": 0.05, "status_p95_s": 0.1, "watch_p50_s": 0.01, "watch_p95_s": 0.02}
+    return {
+        "create": create,
+        "restart": {
+            "seconds": 1.5,
+            "writes_per_db": 0.0,
+            "events_per_db": 0.0,
+            "reads_per_db": 0.1,
+        },
+        "steady": {
+            "resync_s": 5.0,
+            "writes_per_db_per_resync": 0.0,
+            "reads_per_db_per_resync": 0.0,
+            "reconciles_per_db_per_period": 1.0,
+            "cpu_s_per_period": 0.3,
+        },
+        "latency": latency,
+        "latency_short_resync": latency,
+        "peak_rss_mib": 130.0,
+    }
+
+
+FLOOR = {"seconds": 2.0, "cpu_s": 1.0, "peak_rss_mib": 60.0, "writes_per_db": 5.0}
+FLOOR |= {"events_per_db": 0.0, "reads_per_db": 0.0}
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert stats.percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.5) == 3.0
+    assert stats.percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.95) == 5.0
+    assert math.isnan(stats.percentile([], 0.5))
+
+
+def test_counts_are_comma_separated_lists() -> None:
+    assert args.counts("100, 200") == [100, 200]
+    assert args.counts("") == []
+    assert args.parser("bench").parse_args(["--n", "100,200"]).n == [100, 200]
+    assert args.parser("bench").parse_args([]).n == [100, 1000]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--n", "100,x"],
+        ["--n", "0,100"],
+    ],
+)
+def test_the_command_line_refuses_what_cannot_be_run(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        args.parser("bench").parse_args(argv)
+    assert exited.value.code == 2
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_the_table_pads_its_first_column() -> None:
+    lines = report.table(100, FLOOR, operator_run(5.0)).splitlines()
+    assert cells(lines[0]) == ["N = 100", "floor", "operator"]
+    assert cells(lines[2]) == [
+        "time from first create to every Database reconciled",
+        "2.0 s",
+        "5.0 s (2.5x)",
+    ]
+    assert cells(lines[-1])[0] == "spec change -> status p50 / p95, resync 5 s"
+    assert cells(lines[-1])[1:] == ["watch event p95 20 ms", "50 ms / 100 ms"]
+    assert len({line.index(" | ") for line in lines}) == 1  # the cells line up
