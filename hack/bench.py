@@ -2,7 +2,8 @@
 
 For each N (100 and 1,000 by default; `N=` or `--n` to change) the bench starts a fresh
 etcd + kube-apiserver for each contender, interleaved (floor, operator, next N: floor,
-operator) so both see the same machine:
+operator) so both see the same machine; `--runs K` repeats that K times and reports the median
+of each figure (each run's in the JSON):
 
 - floor: one process that creates the N Databases and does only the writes the job needs,
   built by the operator's own `desired` and `status` code: credentials Secret, each child,
@@ -43,6 +44,7 @@ from bench_floor import floor_client, run_floor  # noqa: E402
 from bench_operator import run_operator  # noqa: E402
 from bench_report import commit, shard_table, table, tracing_table  # noqa: E402
 from bench_shards import run_sharded  # noqa: E402
+from bench_stats import median_of  # noqa: E402
 from bench_tracing import MODES, off_span_ns, run_traced  # noqa: E402
 
 
@@ -52,15 +54,24 @@ def show(table: str) -> None:
 
 
 def bench_runs(n: int, options: argparse.Namespace, logs: Path) -> dict[str, Any]:
-    """N's floor, then its operator, each on a fresh control plane."""
-    result: dict[str, Any] = {"floor": None}
-    if not options.operator_only:
-        print(f"N = {n}: floor ...", flush=True)
-        result["floor"] = run_floor(n)
-    print(f"N = {n}: operator ...", flush=True)
-    result["operator"] = run_operator(n, logs)
+    """N's runs, interleaved (floor, operator; again), each on a fresh control plane: the
+    medians under the keys one run has always had, each run under "each"."""
+    each: list[dict[str, Any]] = []
+    runs = options.runs
+    for k in range(runs):
+        of = f" (run {k + 1} of {runs})" if runs > 1 else ""
+        run: dict[str, Any] = {"floor": None}
+        if not options.operator_only:
+            print(f"N = {n}: floor{of} ...", flush=True)
+            run["floor"] = run_floor(n)
+        print(f"N = {n}: operator{of} ...", flush=True)
+        run["operator"] = run_operator(n, logs)
+        each.append(run)
+    result: dict[str, Any] = median_of(each)
+    if runs > 1:
+        result["each"] = each
     if result["floor"]:
-        show(table(n, result["floor"], result["operator"]))
+        show(table(n, result["floor"], result["operator"], each))
     else:
         print(json.dumps(result["operator"], indent=1), flush=True)
     return result

@@ -17,6 +17,13 @@ def counts(text: str) -> list[int]:
     return values
 
 
+def at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
@@ -25,6 +32,13 @@ def parser(description: str) -> argparse.ArgumentParser:
         default="100,1000",
         metavar="N,...",
         help="Database counts, floor against operator at each (default: 100,1000)",
+    )
+    parser.add_argument(
+        "--runs",
+        type=at_least_one,
+        default=1,
+        metavar="K",
+        help="runs of each N, interleaved; the tables show each figure's median (default: 1)",
     )
     parser.add_argument(
         "--shards-n",

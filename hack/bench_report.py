@@ -26,8 +26,11 @@ def markdown(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def table(n: int, floor: dict[str, Any], op: dict[str, Any]) -> str:
-    """The floor against the operator."""
+def table(
+    n: int, floor: dict[str, Any], op: dict[str, Any], each: list[dict[str, Any]] | None = None
+) -> str:
+    """The floor against the operator; with ``each`` run's figures (more than one), these are
+    their medians, and each run's time is shown too."""
     c, r, s, lat = op["create"], op["restart"], op["steady"], op["latency"]
     short = op["latency_short_resync"]
     rows = [
@@ -81,7 +84,17 @@ def table(n: int, floor: dict[str, Any], op: dict[str, Any]) -> str:
             f"{short['status_p50_s'] * 1000:.0f} ms / {short['status_p95_s'] * 1000:.0f} ms",
         ),
     ]
-    return markdown([f"N = {n:,}", "floor", "operator"], [list(row) for row in rows])
+    title = f"N = {n:,}"
+    if each and len(each) > 1:
+        title += f", median of {len(each)} runs"
+        rows.append(
+            (
+                "time to every Database reconciled, each run",
+                ", ".join(f"{run['floor']['seconds']:.1f}" for run in each if run["floor"]) + " s",
+                ", ".join(f"{run['operator']['create']['seconds']:.1f}" for run in each) + " s",
+            )
+        )
+    return markdown([title, "floor", "operator"], [list(row) for row in rows])
 
 
 def shard_table(n: int, one: dict[str, Any], many: dict[str, Any]) -> str:

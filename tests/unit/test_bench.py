@@ -1,4 +1,5 @@
-"""hack/bench_*.py's pure parts: the command line, percentiles and the tables."""
+"""hack/bench_*.py's pure parts: the command line, the arithmetic (percentiles, the medians
+`--runs` reports) and the tables."""
 
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def test_counts_are_comma_separated_lists() -> None:
     [
         ["--n", "100,x"],
         ["--n", "0,100"],
+        ["--runs", "0"],
     ],
 )
 def test_the_command_line_refuses_what_cannot_be_run(
@@ -95,3 +97,47 @@ def test_the_table_pads_its_first_column() -> None:
     assert cells(lines[-1])[0] == "spec change -> status p50 / p95, resync 5 s"
     assert cells(lines[-1])[1:] == ["watch event p95 20 ms", "50 ms / 100 ms"]
     assert len({line.index(" | ") for line in lines}) == 1  # the cells line up
+
+
+# --- --runs ---------------------------------------------------------------------------------------
+
+
+def test_runs_default_to_one() -> None:
+    assert args.parser("bench").parse_args([]).runs == 1
+    assert args.parser("bench").parse_args(["--runs", "3"]).runs == 3
+
+
+def test_the_median_of_runs_is_taken_figure_by_figure() -> None:
+    runs = [
+        {"seconds": 3.0, "tracing": "off", "floor": None, "requests": {"GET secrets": 2.0}},
+        {"seconds": 1.0, "tracing": "off", "floor": None, "requests": {"POST secrets": 4.0}},
+        {"seconds": 2.0, "tracing": "off", "floor": None, "requests": {"GET secrets": 6.0}},
+    ]
+    assert stats.median_of(runs) == {
+        "seconds": 2.0,
+        "tracing": "off",
+        "floor": None,
+        # A request a run did not make counts 0 in that run.
+        "requests": {"GET secrets": 2.0, "POST secrets": 0.0},
+    }
+    assert stats.median_of([{"seconds": 1.0}, {"seconds": 2.0}]) == {"seconds": 1.5}
+
+
+def test_the_table_of_medians_says_so_and_shows_each_runs_time() -> None:
+    each = [
+        {"floor": {**FLOOR, "seconds": s}, "operator": operator_run(o)}
+        for s, o in ((2.0, 4.0), (3.0, 6.0), (1.0, 5.0))
+    ]
+    median = stats.median_of(each)
+    lines = report.table(100, median["floor"], median["operator"], each).splitlines()
+    assert cells(lines[0]) == ["N = 100, median of 3 runs", "floor", "operator"]
+    assert cells(lines[2]) == [
+        "time from first create to every Database reconciled",
+        "2.0 s",
+        "5.0 s (2.5x)",
+    ]
+    assert cells(lines[-1])[1:] == ["2.0, 3.0, 1.0 s", "4.0, 6.0, 5.0 s"]
+    assert len({line.index(" | ") for line in lines}) == 1
+    single = report.table(100, FLOOR, operator_run(4.0), each[:1]).splitlines()
+    assert cells(single[0])[0] == "N = 100"
+    assert len(single) == len(lines) - 1  # one run: no row of each run's time
