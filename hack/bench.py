@@ -11,6 +11,8 @@ of each figure (each run's in the JSON):
 - operator: `database-operator run -A`, while the bench creates the same N Databases, 32 at a
   time. Then it is restarted (resume), runs in steady state with a 5 s resync, and its
   spec-change -> status latency is measured against the watch-event floor.
+- `--webhooks`: the operator's create again, with its admission webhooks served and registered
+  as `make demo` runs them; their p50/p99 as the operator and kube-apiserver time them.
 
 Request counts come from kube-apiserver's own `apiserver_request_total`, less the bench's own
 creates; CPU and peak RSS from /proc of the measured process. `--shards-n` (2,000 by default;
@@ -21,8 +23,8 @@ no collector at all. Figures are printed as tables and written as JSON (`--out`,
 
 The parts: bench_args (the command line), bench_plane (control plane, requests counted, the
 watch), bench_process (the operator process, /proc), bench_floor, bench_operator (create,
-restart, steady, latency), bench_shards, bench_tracing, bench_report (tables), bench_stats
-(arithmetic).
+restart, steady, latency, webhooks), bench_shards, bench_tracing, bench_report (tables),
+bench_stats (arithmetic).
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ sys.path.insert(0, str(ROOT))  # for tests.controlplane and tests.jaeger
 
 from bench_args import parser  # noqa: E402
 from bench_floor import floor_client, run_floor  # noqa: E402
-from bench_operator import run_operator  # noqa: E402
-from bench_report import commit, shard_table, table, tracing_table  # noqa: E402
+from bench_operator import run_operator, run_webhooks  # noqa: E402
+from bench_report import commit, shard_table, table, tracing_table, webhooks_table  # noqa: E402
 from bench_shards import run_sharded  # noqa: E402
 from bench_stats import median_of  # noqa: E402
 from bench_tracing import MODES, off_span_ns, run_traced  # noqa: E402
@@ -54,8 +56,8 @@ def show(table: str) -> None:
 
 
 def bench_runs(n: int, options: argparse.Namespace, logs: Path) -> dict[str, Any]:
-    """N's runs, interleaved (floor, operator; again), each on a fresh control plane: the
-    medians under the keys one run has always had, each run under "each"."""
+    """N's runs, interleaved (floor, operator, operator with webhooks; again), each on a fresh
+    control plane: the medians under the keys one run has always had, each run under "each"."""
     each: list[dict[str, Any]] = []
     runs = options.runs
     for k in range(runs):
@@ -66,14 +68,22 @@ def bench_runs(n: int, options: argparse.Namespace, logs: Path) -> dict[str, Any
             run["floor"] = run_floor(n)
         print(f"N = {n}: operator{of} ...", flush=True)
         run["operator"] = run_operator(n, logs)
+        if options.webhooks:
+            print(f"N = {n}: operator with webhooks{of} ...", flush=True)
+            run["webhooks"] = run_webhooks(n, logs)
         each.append(run)
     result: dict[str, Any] = median_of(each)
+    if options.webhooks:
+        without, with_ = result["operator"]["create"]["seconds"], result["webhooks"]["seconds"]
+        result["webhooks"]["seconds_vs_without"] = with_ / without if without else None
     if runs > 1:
         result["each"] = each
     if result["floor"]:
         show(table(n, result["floor"], result["operator"], each))
     else:
         print(json.dumps(result["operator"], indent=1), flush=True)
+    if options.webhooks:
+        show(webhooks_table(n, result["operator"]["create"], result["webhooks"]))
     return result
 
 

@@ -41,6 +41,12 @@ def parser(description: str) -> argparse.ArgumentParser:
         help="runs of each N, interleaved; the tables show each figure's median (default: 1)",
     )
     parser.add_argument(
+        "--webhooks",
+        action="store_true",
+        help="each N's operator create again with its admission webhooks served: its time "
+        "against the run without them, the webhooks' p50/p99",
+    )
+    parser.add_argument(
         "--shards-n",
         type=int,
         default=2000,

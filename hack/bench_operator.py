@@ -1,5 +1,5 @@
 """`make bench`'s operator runs: create N with the operator running, restart it, steady state,
-spec-change latency."""
+spec-change latency; the same create with its webhooks on."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from bench_plane import (
     CHANGE_ANNOTATION,
     Requests,
     Watcher,
+    apiserver_metrics,
     call,
     control_plane,
     create_databases,
@@ -20,12 +21,14 @@ from bench_plane import (
     request_totals,
 )
 from bench_process import Operator, wait_resumed
-from bench_stats import percentile
+from bench_stats import buckets_by, latency_summary, percentile
 from kubernetes import client
 
 STEADY_RESYNC_S = 5.0
 STEADY_PERIODS = 3
 LATENCY_CHANGES = 50
+#: kube-apiserver's histogram of each admission webhook call, by webhook name.
+APISERVER_WEBHOOK_HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
 
 
 def measure_latency(
@@ -147,3 +150,23 @@ def run_operator(n: int, logs: Path, resync: float | None = None) -> dict[str, A
         watcher.close()
         result["bench_watch_restarts"] = watcher.restarts
     return result
+
+
+def run_webhooks(n: int, logs: Path) -> dict[str, Any]:
+    """Create N with the operator serving its admission webhooks (and registering them, and the
+    CRD's conversion, by URL, as `make demo` runs it): the create figures, and each webhook's
+    latency as the operator timed it and as kube-apiserver did (its call, network and TLS
+    included)."""
+    with control_plane() as (plane, api):
+        watcher = Watcher(api)
+        operator = Operator(
+            plane.kubeconfig, logs / f"webhooks-{n}.log", resync=60.0, webhooks=True
+        ).start()
+        figures = measure_create(api, watcher, operator, n)
+        figures["webhook_latency"] = operator.webhook_latency()
+        figures["apiserver_webhook_latency"] = latency_summary(
+            buckets_by(apiserver_metrics(api), APISERVER_WEBHOOK_HISTOGRAM, "name")
+        )
+        operator.stop()
+        watcher.close()
+    return figures

@@ -1,5 +1,5 @@
-"""`make bench`'s measured processes: the operator as a subprocess (optionally with tracing, a
-shard), and what /proc says of a process's CPU and memory."""
+"""`make bench`'s measured processes: the operator as a subprocess (optionally with its webhooks,
+tracing, a shard), and what /proc says of a process's CPU and memory."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench_stats import buckets_by, latency_summary
 from tests.controlplane import _die_with_parent, free_port
 
 
@@ -35,13 +36,18 @@ def peak_rss_mib(pid: int) -> float:
 
 @dataclass
 class Operator:
-    """`database-operator run -A` as a subprocess, with its metrics port."""
+    """`database-operator run -A` as a subprocess, with its metrics port.
+
+    ``webhooks``: it serves its admission and conversion webhooks on a loopback port with its
+    own CA and registers them (and the CRD's conversion) by URL, as `make demo` runs it.
+    """
 
     kubeconfig: Path
     log: Path
     resync: float
     shard: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    webhooks: bool = False
     proc: subprocess.Popen[bytes] = field(init=False)
     metrics_port: int = field(default_factory=free_port)
     started: float = 0.0
@@ -63,6 +69,9 @@ class Operator:
             argv.append(f"--shard={self.shard}")
         if self.env:
             argv.append("--tracing")
+        if self.webhooks:
+            port = free_port()
+            argv += [f"--webhook-port={port}", f"--webhook-url=https://127.0.0.1:{port}"]
         self.started = time.monotonic()
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -72,7 +81,7 @@ class Operator:
                 env={**os.environ, **self.env, "KUBECONFIG": str(self.kubeconfig)},
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - it only calls prctl
             )
-        # /readyz: the watches are up.
+        # /readyz: the watches are up and, with webhooks, they are served and registered.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with (
@@ -102,6 +111,13 @@ class Operator:
 
     def reconciles(self) -> float:
         return self.metric("database_operator_reconciles_total")
+
+    def webhook_latency(self) -> dict[str, dict[str, float]]:
+        """p50/p99 of database_operator_webhook_duration_seconds, by webhook."""
+        text = self.metrics()
+        return latency_summary(
+            buckets_by(text, "database_operator_webhook_duration_seconds", "webhook")
+        )
 
     def cpu(self) -> float:
         return cpu_seconds(self.proc.pid)

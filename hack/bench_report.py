@@ -15,6 +15,10 @@ def ratio(a: float, b: float) -> str:
     return f" ({a / b:.1f}x)" if b else ""
 
 
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
 def markdown(header: list[str], rows: list[list[str]]) -> str:
     """A Markdown table, its first column padded to the widest."""
     width = max(len(cell) for cell in [header[0]] + [row[0] for row in rows])
@@ -114,6 +118,46 @@ def shard_table(n: int, one: dict[str, Any], many: dict[str, Any]) -> str:
             ],
         ],
     )
+
+
+def webhooks_table(n: int, without: dict[str, Any], with_: dict[str, Any]) -> str:
+    """The operator's create without and with its admission webhooks, and their latency."""
+    rows = [
+        [
+            "time from first create to every Database reconciled",
+            f"{without['seconds']:.1f} s",
+            f"{with_['seconds']:.1f} s{ratio(with_['seconds'], without['seconds'])}",
+        ],
+        [
+            "operator CPU",
+            f"{without['cpu_s']:.1f} s",
+            f"{with_['cpu_s']:.1f} s{ratio(with_['cpu_s'], without['cpu_s'])}",
+        ],
+        [
+            "reads / writes per Database on create",
+            f"{without['reads_per_db']:.1f} / {without['writes_per_db']:.1f}",
+            f"{with_['reads_per_db']:.1f} / {with_['writes_per_db']:.1f}",
+        ],
+        ["peak RSS", f"{without['peak_rss_mib']:.0f} MiB", f"{with_['peak_rss_mib']:.0f} MiB"],
+    ]
+    for hook, figures in with_["webhook_latency"].items():
+        if figures["count"]:
+            rows.append(
+                [
+                    f"webhook {hook}: p50 / p99 (operator's histogram), calls",
+                    "-",
+                    f"{ms(figures['p50_s'])} / {ms(figures['p99_s'])}, {figures['count']:.0f}",
+                ]
+            )
+    for hook, figures in with_["apiserver_webhook_latency"].items():
+        rows.append(
+            [
+                f"{hook}: p50 / p99 (kube-apiserver's histogram), calls",
+                "-",
+                f"{ms(figures['p50_s'])} / {ms(figures['p99_s'])}, {figures['count']:.0f}",
+            ]
+        )
+    return markdown([f"N = {n:,}, operator", "webhooks off", "webhooks on"], rows)
 
 
 def tracing_table(n: int, runs: list[dict[str, Any]], off_ns: float) -> str:

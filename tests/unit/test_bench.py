@@ -1,5 +1,5 @@
 """hack/bench_*.py's pure parts: the command line, the arithmetic (percentiles, the medians
-`--runs` reports) and the tables."""
+`--runs` reports, webhook latencies read from Prometheus histograms) and the tables."""
 
 from __future__ import annotations
 
@@ -141,3 +141,64 @@ def test_the_table_of_medians_says_so_and_shows_each_runs_time() -> None:
     single = report.table(100, FLOOR, operator_run(4.0), each[:1]).splitlines()
     assert cells(single[0])[0] == "N = 100"
     assert len(single) == len(lines) - 1  # one run: no row of each run's time
+
+
+# --- --webhooks -----------------------------------------------------------------------------------
+
+
+TEXT = """\
+# HELP database_operator_webhook_duration_seconds Time to answer a review.
+# TYPE database_operator_webhook_duration_seconds histogram
+database_operator_webhook_duration_seconds_bucket{webhook="mutate",le="0.001"} 0.0
+database_operator_webhook_duration_seconds_bucket{webhook="mutate",le="0.01"} 50.0
+database_operator_webhook_duration_seconds_bucket{webhook="mutate",le="0.1"} 100.0
+database_operator_webhook_duration_seconds_bucket{webhook="mutate",le="+Inf"} 100.0
+database_operator_webhook_duration_seconds_count{webhook="mutate"} 100.0
+database_operator_webhook_duration_seconds_bucket{webhook="convert",le="0.001"} 0.0
+database_operator_webhook_duration_seconds_bucket{webhook="convert",le="+Inf"} 0.0
+database_operator_webhook_durations_other{webhook="mutate"} 7.0
+"""
+
+
+def test_webhook_latency_is_read_from_the_histograms_buckets() -> None:
+    buckets = stats.buckets_by(TEXT, "database_operator_webhook_duration_seconds", "webhook")
+    assert buckets["mutate"] == [(0.001, 0.0), (0.01, 50.0), (0.1, 100.0), (math.inf, 100.0)]
+    summary = stats.latency_summary(buckets)
+    # Rank 50 is the top of the 1-10 ms bucket; rank 99 lies 98 % into the 10-100 ms one.
+    assert summary["mutate"]["p50_s"] == pytest.approx(0.01)
+    assert summary["mutate"]["p99_s"] == pytest.approx(0.01 + 0.09 * 49 / 50)
+    assert summary["mutate"]["count"] == 100.0
+    assert math.isnan(summary["convert"]["p50_s"])  # never called
+
+
+def test_a_quantile_in_the_open_bucket_is_the_highest_bound() -> None:
+    assert stats.histogram_quantile(0.99, [(0.5, 1.0), (math.inf, 10.0)]) == 0.5
+
+
+def test_the_webhooks_table_compares_the_creates_and_shows_each_webhooks_latency() -> None:
+    without = operator_run(4.0)["create"]
+    with_ = {
+        **operator_run(6.0)["create"],
+        "webhook_latency": {
+            "mutate": {"count": 100.0, "p50_s": 0.002, "p99_s": 0.019},
+            "convert": {"count": 0.0, "p50_s": math.nan, "p99_s": math.nan},
+        },
+        "apiserver_webhook_latency": {
+            "mutate.databases.example.com": {"count": 100.0, "p50_s": 0.004, "p99_s": 0.03}
+        },
+    }
+    text = report.webhooks_table(100, without, with_)
+    rows = [cells(line) for line in text.splitlines()]
+    assert rows[0] == ["N = 100, operator", "webhooks off", "webhooks on"]
+    assert rows[2][1:] == ["4.0 s", "6.0 s (1.5x)"]
+    assert [
+        "webhook mutate: p50 / p99 (operator's histogram), calls",
+        "-",
+        "2 ms / 19 ms, 100",
+    ] in rows
+    assert "convert" not in text  # never called: no row of NaNs
+    assert [
+        "mutate.databases.example.com: p50 / p99 (kube-apiserver's histogram), calls",
+        "-",
+        "4 ms / 30 ms, 100",
+    ] in rows
