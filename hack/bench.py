@@ -18,12 +18,13 @@ Request counts come from kube-apiserver's own `apiserver_request_total`, less th
 creates; CPU and peak RSS from /proc of the measured process. `--shards-n` (2,000 by default;
 0: skip) compares one process with two shard processes. `--tracing-n` (1,000 by default; 0:
 skip) compares tracing off, on (every reconcile sampled, exported to a real Jaeger) and on with
-no collector at all. Figures are printed as tables and written as JSON (`--out`, default
+no collector at all. `--rss-n` (off by default) is one operator's peak RSS after creating each
+count in turn. Figures are printed as tables and written as JSON (`--out`, default
 .local/bench/<commit>.json) for comparison between commits.
 
 The parts: bench_args (the command line), bench_plane (control plane, requests counted, the
 watch), bench_process (the operator process, /proc), bench_floor, bench_operator (create,
-restart, steady, latency, webhooks), bench_shards, bench_tracing, bench_report (tables),
+restart, steady, latency, webhooks, RSS), bench_shards, bench_tracing, bench_report (tables),
 bench_stats (arithmetic).
 """
 
@@ -43,8 +44,15 @@ sys.path.insert(0, str(ROOT))  # for tests.controlplane and tests.jaeger
 
 from bench_args import parser  # noqa: E402
 from bench_floor import floor_client, run_floor  # noqa: E402
-from bench_operator import run_operator, run_webhooks  # noqa: E402
-from bench_report import commit, shard_table, table, tracing_table, webhooks_table  # noqa: E402
+from bench_operator import run_operator, run_rss, run_webhooks  # noqa: E402
+from bench_report import (  # noqa: E402
+    commit,
+    rss_table,
+    shard_table,
+    table,
+    tracing_table,
+    webhooks_table,
+)
 from bench_shards import run_sharded  # noqa: E402
 from bench_stats import median_of  # noqa: E402
 from bench_tracing import MODES, off_span_ns, run_traced  # noqa: E402
@@ -102,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {},
         "sharding": None,
         "tracing": None,
+        "rss": None,
     }
     for n in options.n:
         report["runs"][str(n)] = bench_runs(n, options, logs)
@@ -117,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         off_ns = off_span_ns()
         report["tracing"] = {"n": options.tracing_n, "runs": runs, "off_span_ns": off_ns}
         show(tracing_table(options.tracing_n, runs, off_ns))
+    if options.rss_n:
+        print(f"RSS: one operator, creating up to {max(options.rss_n)} ...", flush=True)
+        points = run_rss(options.rss_n, logs)
+        report["rss"] = {"points": points}
+        show(rss_table(points))
     out = options.out or logs / f"{report['commit']}.json"
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"JSON: {out}")

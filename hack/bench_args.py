@@ -60,6 +60,14 @@ def parser(description: str) -> argparse.ArgumentParser:
         metavar="N",
         help="Databases for the tracing cost (default: 1000; 0: skip)",
     )
+    parser.add_argument(
+        "--rss-n",
+        type=counts,
+        default=[],
+        metavar="N,...",
+        help="one operator's peak RSS after creating each count in turn, e.g. 1000,2000,5000 "
+        "(default: skip)",
+    )
     parser.add_argument("--operator-only", action="store_true", help="skip the floor")
     parser.add_argument("--out", type=Path, help="JSON output (default .local/bench/<commit>.json)")
     return parser

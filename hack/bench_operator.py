@@ -1,5 +1,5 @@
 """`make bench`'s operator runs: create N with the operator running, restart it, steady state,
-spec-change latency; the same create with its webhooks on."""
+spec-change latency; the same create with its webhooks on; its memory as the Databases grow."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from bench_plane import (
     db_path,
     request_totals,
 )
-from bench_process import Operator, wait_resumed
+from bench_process import Operator, rss_mib, wait_resumed
 from bench_stats import buckets_by, latency_summary, percentile
 from kubernetes import client
 
@@ -170,3 +170,29 @@ def run_webhooks(n: int, logs: Path) -> dict[str, Any]:
         operator.stop()
         watcher.close()
     return figures
+
+
+def run_rss(counts: list[int], logs: Path) -> list[dict[str, float]]:
+    """One operator; create Databases up to each count in turn (waiting until all are
+    reconciled): its peak and current RSS at each."""
+    points: list[dict[str, float]] = []
+    with control_plane() as (plane, api):
+        watcher = Watcher(api)
+        operator = Operator(plane.kubeconfig, logs / "rss.log", resync=60.0).start()
+        created = 0
+        for count in sorted(counts):
+            started = create_databases(api, count, first=created)
+            finished = watcher.wait_reconciled(count, 900)
+            created = count
+            time.sleep(2.0)  # the children's events settle
+            points.append(
+                {
+                    "n": count,
+                    "seconds": finished - started,
+                    "peak_rss_mib": operator.rss(),
+                    "rss_mib": rss_mib(operator.proc.pid),
+                }
+            )
+        operator.stop()
+        watcher.close()
+    return points

@@ -289,8 +289,9 @@ def control_plane() -> Iterator[tuple[ControlPlane, client.ApiClient]]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def create_databases(api: client.ApiClient, n: int, shards: int = 0) -> float:
-    """Create N Databases, 32 at a time; returns when the first create was sent."""
+def create_databases(api: client.ApiClient, n: int, shards: int = 0, first: int = 0) -> float:
+    """Create Databases ``first`` to N - 1, 32 at a time; returns when the first create was
+    sent."""
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
         list(
@@ -298,7 +299,7 @@ def create_databases(api: client.ApiClient, n: int, shards: int = 0) -> float:
                 lambda i: call(
                     api, "POST", db_path(database(i)["metadata"]["namespace"]), database(i, shards)
                 ),
-                range(n),
+                range(first, n),
             )
         )
     return started

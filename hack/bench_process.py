@@ -34,6 +34,11 @@ def peak_rss_mib(pid: int) -> float:
     return _status_mib(pid, "VmHWM")
 
 
+def rss_mib(pid: int) -> float:
+    """The resident set now (VmRSS)."""
+    return _status_mib(pid, "VmRSS")
+
+
 @dataclass
 class Operator:
     """`database-operator run -A` as a subprocess, with its metrics port.

@@ -160,6 +160,24 @@ def webhooks_table(n: int, without: dict[str, Any], with_: dict[str, Any]) -> st
     return markdown([f"N = {n:,}, operator", "webhooks off", "webhooks on"], rows)
 
 
+def rss_table(points: list[dict[str, float]]) -> str:
+    """Peak RSS after creating each count, and what each Database added since the last."""
+    rows = [
+        ["peak RSS", *(f"{p['peak_rss_mib']:.0f} MiB" for p in points)],
+        ["RSS now", *(f"{p['rss_mib']:.0f} MiB" for p in points)],
+        [
+            "per Database added (peak)",
+            *(
+                f"{(p['peak_rss_mib'] - q['peak_rss_mib']) * 1024 / (p['n'] - q['n']):.0f} KiB"
+                if q
+                else "-"
+                for q, p in zip([None, *points[:-1]], points, strict=True)
+            ),
+        ],
+    ]
+    return markdown(["one operator, Databases created", *(f"{p['n']:,.0f}" for p in points)], rows)
+
+
 def tracing_table(n: int, runs: list[dict[str, Any]], off_ns: float) -> str:
     off = runs[0]
     spans = next((r["spans_per_trace"] for r in runs if "spans_per_trace" in r), 0.0)

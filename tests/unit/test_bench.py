@@ -202,3 +202,18 @@ def test_the_webhooks_table_compares_the_creates_and_shows_each_webhooks_latency
         "-",
         "4 ms / 30 ms, 100",
     ] in rows
+
+
+# --- --rss-n --------------------------------------------------------------------------------------
+
+
+def test_the_rss_table_shows_what_each_database_added() -> None:
+    assert args.parser("bench").parse_args(["--rss-n", "1000,2000"]).rss_n == [1000, 2000]
+    assert args.parser("bench").parse_args([]).rss_n == []
+    points = [
+        {"n": 1000, "seconds": 1.0, "peak_rss_mib": 150.0, "rss_mib": 140.0},
+        {"n": 2000, "seconds": 1.0, "peak_rss_mib": 190.0, "rss_mib": 180.0},
+    ]
+    lines = report.rss_table(points).splitlines()
+    assert lines[0].endswith("| 1,000 | 2,000 |")
+    assert lines[-1].endswith("| - | 41 KiB |")  # 40 MiB over 1,000 Databases
