@@ -16,11 +16,12 @@ of each figure (each run's in the JSON):
 
 Request counts come from kube-apiserver's own `apiserver_request_total`, less the bench's own
 creates; CPU and peak RSS from /proc of the measured process. `--shards-n` (2,000 by default;
-0: skip) compares one process with two shard processes. `--tracing-n` (1,000 by default; 0:
-skip) compares tracing off, on (every reconcile sampled, exported to a real Jaeger) and on with
-no collector at all. `--rss-n` (off by default) is one operator's peak RSS after creating each
-count in turn. Figures are printed as tables and written as JSON (`--out`, default
-.local/bench/<commit>.json) for comparison between commits.
+0: skip) compares one process with shard processes (`--shard-counts`, 1,2 by default; `--pin`
+puts etcd and kube-apiserver on the first CPU, the shards on the others). `--tracing-n` (1,000
+by default; 0: skip) compares tracing off, on (every reconcile sampled, exported to a real
+Jaeger) and on with no collector at all. `--rss-n` (off by default) is one operator's peak RSS
+after creating each count in turn. Figures are printed as tables and written as JSON (`--out`,
+default .local/bench/<commit>.json) for comparison between commits.
 
 The parts: bench_args (the command line), bench_plane (control plane, requests counted, the
 watch), bench_process (the operator process, /proc), bench_floor, bench_operator (create,
@@ -53,7 +54,7 @@ from bench_report import (  # noqa: E402
     tracing_table,
     webhooks_table,
 )
-from bench_shards import run_sharded  # noqa: E402
+from bench_shards import pinned_cpus, run_sharded  # noqa: E402
 from bench_stats import median_of  # noqa: E402
 from bench_tracing import MODES, off_span_ns, run_traced  # noqa: E402
 
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(floor_client(Path(args[1]), int(args[2]))))
         return 0
     options = parser((__doc__ or "").splitlines()[0]).parse_args(args)
+    if options.pin and options.shards_n:
+        pinned_cpus()  # with a single CPU, refuse now rather than after the other runs
     logs = ROOT / ".local" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
@@ -115,11 +118,23 @@ def main(argv: list[str] | None = None) -> int:
     for n in options.n:
         report["runs"][str(n)] = bench_runs(n, options, logs)
     if options.shards_n:
-        print(f"N = {options.shards_n}: one process, then 2 shards ...", flush=True)
-        one = run_sharded(options.shards_n, 1, logs)
-        many = run_sharded(options.shards_n, 2, logs)
-        report["sharding"] = {"n": options.shards_n, "one": one, "shards": many}
-        show(shard_table(options.shards_n, one, many))
+        shard_counts = options.shard_counts
+        print(
+            f"N = {options.shards_n}: {', '.join(map(str, shard_counts))} processes ...", flush=True
+        )
+        by_count = [
+            run_sharded(options.shards_n, k, logs, labels=max(shard_counts), pin=options.pin)
+            for k in shard_counts
+        ]
+        report["sharding"] = {
+            "n": options.shards_n,
+            "pinned": options.pin,
+            # "one" and "shards": the keys of the JSON before --shard-counts, for comparisons.
+            "one": next((r for r in by_count if r["processes"] == 1), None),
+            "shards": next((r for r in by_count if r["processes"] > 1), None),
+            "by_count": {str(r["processes"]): r for r in by_count},
+        }
+        show(shard_table(options.shards_n, by_count))
     if options.tracing_n:
         print(f"N = {options.tracing_n}: tracing off, on (Jaeger), on (no collector) ...")
         runs = [run_traced(options.tracing_n, logs, mode) for mode in MODES]

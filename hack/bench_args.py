@@ -54,6 +54,18 @@ def parser(description: str) -> argparse.ArgumentParser:
         help="Databases for the sharding comparison (default: 2000; 0: skip)",
     )
     parser.add_argument(
+        "--shard-counts",
+        type=counts,
+        default="1,2",
+        metavar="K,...",
+        help="processes the sharding compares (default: 1,2; 1: one unsharded process)",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="sharding: etcd + kube-apiserver on the first CPU (taskset), the shards on the rest",
+    )
+    parser.add_argument(
         "--tracing-n",
         type=int,
         default=1000,

@@ -262,11 +262,12 @@ class Watcher:
 
 
 @contextlib.contextmanager
-def control_plane() -> Iterator[tuple[ControlPlane, client.ApiClient]]:
-    """A fresh control plane with the CRDs and NAMESPACES."""
+def control_plane(cpus: str | None = None) -> Iterator[tuple[ControlPlane, client.ApiClient]]:
+    """A fresh control plane with the CRDs and NAMESPACES; etcd and kube-apiserver on ``cpus``
+    (a taskset list, e.g. "0") when given."""
     workdir = Path(tempfile.mkdtemp(prefix="database-operator-bench-"))
     try:
-        with ControlPlane(workdir) as plane:
+        with ControlPlane(workdir, cpus=cpus) as plane:
             install_crds(plane.kubeconfig)
             api = new_api(plane.kubeconfig)
             for namespace in NAMESPACES:

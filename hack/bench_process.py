@@ -1,5 +1,5 @@
 """`make bench`'s measured processes: the operator as a subprocess (optionally with its webhooks,
-tracing, a shard), and what /proc says of a process's CPU and memory."""
+tracing, a shard, pinned CPUs), and what /proc says of a process's CPU and memory."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ class Operator:
 
     ``webhooks``: it serves its admission and conversion webhooks on a loopback port with its
     own CA and registers them (and the CRD's conversion) by URL, as `make demo` runs it.
+    ``cpus``: pinned with taskset to that CPU list.
     """
 
     kubeconfig: Path
@@ -53,6 +54,7 @@ class Operator:
     shard: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     webhooks: bool = False
+    cpus: str | None = None
     proc: subprocess.Popen[bytes] = field(init=False)
     metrics_port: int = field(default_factory=free_port)
     started: float = 0.0
@@ -77,6 +79,8 @@ class Operator:
         if self.webhooks:
             port = free_port()
             argv += [f"--webhook-port={port}", f"--webhook-url=https://127.0.0.1:{port}"]
+        if self.cpus:
+            argv = ["taskset", "--cpu-list", self.cpus, *argv]  # it execs: the same pid
         self.started = time.monotonic()
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(

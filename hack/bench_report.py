@@ -101,23 +101,34 @@ def table(
     return markdown([title, "floor", "operator"], [list(row) for row in rows])
 
 
-def shard_table(n: int, one: dict[str, Any], many: dict[str, Any]) -> str:
-    return markdown(
-        [f"N = {n:,}", "1 process", f"{many['processes']} shards"],
-        [
-            [
-                "time to every Database reconciled",
-                f"{one['seconds']:.1f} s",
-                f"{many['seconds']:.1f} s{ratio(many['seconds'], one['seconds'])}",
-            ],
-            ["CPU (all processes)", f"{one['cpu_s']:.1f} s", f"{many['cpu_s']:.1f} s"],
-            [
-                "peak RSS per process",
-                f"{one['peak_rss_mib_per_process']:.0f} MiB",
-                f"{many['peak_rss_mib_per_process']:.0f} MiB",
-            ],
-        ],
+def shard_table(n: int, runs: list[dict[str, Any]]) -> str:
+    """One column per process count; the first is the one the others are compared with."""
+    base = runs[0]
+    pinned = (
+        f", etcd + kube-apiserver on CPU {base['control_plane_cpus']}, "
+        f"the operators on CPU {base['operator_cpus']}"
+        if base["pinned"]
+        else ""
     )
+
+    def name(run: dict[str, Any]) -> str:
+        return "1 process" if run["processes"] == 1 else f"{run['processes']} shards"
+
+    rows = [
+        [
+            "time to every Database reconciled",
+            f"{base['seconds']:.1f} s",
+            *(f"{r['seconds']:.1f} s{ratio(r['seconds'], base['seconds'])}" for r in runs[1:]),
+        ],
+        ["CPU (all processes)", *(f"{r['cpu_s']:.1f} s" for r in runs)],
+        [
+            "CPU per process",
+            *(", ".join(f"{c:.1f}" for c in r["cpu_s_per_process"]) + " s" for r in runs),
+        ],
+        ["CPU of etcd + kube-apiserver", *(f"{r['control_plane_cpu_s']:.1f} s" for r in runs)],
+        ["peak RSS per process", *(f"{r['peak_rss_mib_per_process']:.0f} MiB" for r in runs)],
+    ]
+    return markdown([f"N = {n:,}{pinned}", *(name(r) for r in runs)], rows)
 
 
 def webhooks_table(n: int, without: dict[str, Any], with_: dict[str, Any]) -> str:

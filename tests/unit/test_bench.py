@@ -75,6 +75,7 @@ def test_counts_are_comma_separated_lists() -> None:
         ["--n", "100,x"],
         ["--n", "0,100"],
         ["--runs", "0"],
+        ["--shard-counts", "0,2"],
     ],
 )
 def test_the_command_line_refuses_what_cannot_be_run(
@@ -217,3 +218,40 @@ def test_the_rss_table_shows_what_each_database_added() -> None:
     lines = report.rss_table(points).splitlines()
     assert lines[0].endswith("| 1,000 | 2,000 |")
     assert lines[-1].endswith("| - | 41 KiB |")  # 40 MiB over 1,000 Databases
+
+
+# --- --shard-counts, --pin ------------------------------------------------------------------------
+
+
+def test_the_shard_table_has_a_column_per_process_count() -> None:
+    options = args.parser("bench").parse_args(["--shard-counts", "1,2,4", "--pin"])
+    assert (options.shard_counts, options.pin) == ([1, 2, 4], True)
+    assert args.parser("bench").parse_args([]).shard_counts == [1, 2]
+
+    def run(processes: int, seconds: float) -> dict[str, Any]:
+        return {
+            "processes": processes,
+            "pinned": True,
+            "seconds": seconds,
+            "cpu_s": 8.0,
+            "cpu_s_per_process": [8.0 / processes] * processes,
+            "control_plane_cpu_s": 6.0,
+            "peak_rss_mib_per_process": 100.0,
+            "control_plane_cpus": "0",
+            "operator_cpus": "1,2,3",
+        }
+
+    rows = [
+        cells(line)
+        for line in report.shard_table(200, [run(1, 10.0), run(2, 6.0), run(4, 5.0)]).splitlines()
+    ]
+    assert rows[0] == [
+        "N = 200, etcd + kube-apiserver on CPU 0, the operators on CPU 1,2,3",
+        "1 process",
+        "2 shards",
+        "4 shards",
+    ]
+    assert rows[2][1:] == ["10.0 s", "6.0 s (0.6x)", "5.0 s (0.5x)"]
+    assert rows[4][1:] == ["8.0 s", "4.0, 4.0 s", "2.0, 2.0, 2.0, 2.0 s"]
+    unpinned = report.shard_table(200, [{**run(1, 10.0), "pinned": False}, run(2, 6.0)])
+    assert cells(unpinned.splitlines()[0]) == ["N = 200", "1 process", "2 shards"]
