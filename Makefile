@@ -104,7 +104,7 @@ fmt: install ## Format and fix what ruff can.
 .PHONY: typecheck
 typecheck: install ## mypy --strict.
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py hack/bench.py hack/release.py hack/smoke.py
+	$(VENV)/bin/mypy --strict hack/demo.py hack/manifests.py hack/bench.py hack/bench_*.py hack/release.py hack/smoke.py
 
 .PHONY: unit
 unit: install tools ## Unit tests (no server; the chart tests render with bin/helm).
@@ -136,12 +136,15 @@ chaos: install tools envtest ## The fault suite and the property test at full le
 		tests/integration/test_faults.py tests/integration/test_properties.py
 
 N ?= 100,1000
+RUNS ?= 1
 SHARDS_N ?= 2000
+SHARD_COUNTS ?= 1,2
 TRACING_N ?= 1000
+BENCH_ARGS ?=
 
 .PHONY: bench
-bench: install tools envtest jaeger ## The operator against a floor client on a local control plane (N=100,1000; SHARDS_N=2000 for sharding, TRACING_N=1000 for tracing's cost; 0: skip); prints the tables, writes .local/bench/<commit>.json.
-	$(PY) hack/bench.py --n $(N) --shards-n $(SHARDS_N) --tracing-n $(TRACING_N)
+bench: install tools envtest jaeger ## The operator against a floor client on a local control plane: N=100,1000, RUNS=1 each (RUNS=3: medians of 3), SHARDS_N=2000 over SHARD_COUNTS=1,2 processes, TRACING_N=1000 (0: skip); BENCH_ARGS="--webhooks --rss-n 1000,2000,5000 --pin" (hack/bench.py --help); prints tables, writes .local/bench/<commit>.json.
+	$(PY) hack/bench.py --n $(N) --runs $(RUNS) --shards-n $(SHARDS_N) --shard-counts $(SHARD_COUNTS) --tracing-n $(TRACING_N) $(BENCH_ARGS)
 
 .PHONY: helm-lint
 helm-lint: tools ## helm lint --strict the chart, with its defaults and each values-<env>.yaml.

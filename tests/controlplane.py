@@ -273,11 +273,15 @@ class ControlPlane:
     Node and makes its pods Running and Ready without containers.
     ``detached`` processes outlive the Python process that started them (for `make cluster-up`);
     otherwise they die with it.
+    ``cpus`` (a ``taskset`` CPU list, e.g. "0") pins every process of it to those CPUs, so a
+    benchmark can keep them off the cores its clients measure on; None: wherever the kernel puts
+    them.
     """
 
     workdir: Path
     detached: bool = False
     full: bool = False
+    cpus: str | None = None
     etcd_port: int = field(default_factory=free_port)
     etcd_peer_port: int = field(default_factory=free_port)
     secure_port: int = field(default_factory=free_port)
@@ -426,8 +430,10 @@ class ControlPlane:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = (self.workdir / "logs" / f"{name}.log").open("ab")
+        # taskset sets the affinity and execs: the process is still the one started here.
+        pinned = ["taskset", "--cpu-list", self.cpus] if self.cpus else []
         self.processes[name] = subprocess.Popen(
-            argv,
+            [*pinned, *argv],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
