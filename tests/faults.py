@@ -293,3 +293,15 @@ def fail_finalizer_removal(status: int, times: int) -> Rule:
         return Fault(status) if removes and budget.take() else None
 
     return rule
+
+
+def fail_deletes(resource: str, status: int, times: int) -> Rule:
+    """Fail the first ``times`` DELETEs of ``resource`` (e.g. "secrets") with ``status``."""
+    budget = Times(times)
+
+    def rule(request: Request) -> Fault | None:
+        if request.method != "DELETE" or f"/{resource}/" not in request.path:
+            return None
+        return Fault(status) if budget.take() else None
+
+    return rule

@@ -550,7 +550,15 @@ class Kube:
                 "DELETE", self.path(kind, namespace, name), body=body, expected=(404, 409)
             )
         except ApiError as error:
-            if error.status in (404, 409):
+            if error.status == 409 and await self._replaced(kind, namespace, name, uid):
+                return False  # the uid precondition failed: a namesake stands there now
+            if error.status == 404:
                 return False
             raise
         return True
+
+    async def _replaced(self, kind: str, namespace: str, name: str, uid: str) -> bool:
+        """After a 409 to a delete: whether the object with ``uid`` is gone (a namesake may stand
+        in its place). A conflict of any other kind leaves it there, and the delete is retried."""
+        current = await self.get(kind, namespace, name)
+        return current is None or current["metadata"].get("uid") != uid

@@ -24,7 +24,7 @@ from kubernetes import client
 
 from tests.cluster import Cluster, connected, request_counts, wait_for
 from tests.controlplane import ControlPlane, install_crds
-from tests.faults import Chaos, FaultProxy, fail_finalizer_removal
+from tests.faults import Chaos, FaultProxy, fail_deletes, fail_finalizer_removal
 from tests.integration.conftest import OperatorProcess, start_operator
 
 #: `make chaos` sets FAULTS_SCALE (e.g. 20): more Databases, longer chaos.
@@ -169,6 +169,27 @@ def test_a_refused_finalizer_removal_is_retried_until_the_database_is_gone(  # n
         assert (len(failures), len(stale)) == (0, times)
     else:
         assert len(failures) == times
+
+
+def test_a_conflict_on_deleting_a_secret_is_no_reason_to_keep_it(
+    faulty: Cluster, ns: str, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    """A 409 to a delete means "gone" only when the uid precondition failed (a namesake stands
+    there); any other conflict is retried, so deletionPolicy Delete still deletes."""
+    proxy.rules.append(fail_deletes("secrets", 409, 1))
+    operator = run_operator(faulty, ns, tmp_path / "operator.log", proxy.kubeconfig)
+    try:
+        faulty.create_db(ns, "db", {"engine": "redis", "deletionPolicy": "Delete"})
+        wait_for(lambda: is_observed(faulty.get_db(ns, "db")), what="the first reconcile")
+        faulty.delete_db(ns, "db")
+        wait_for(lambda: faulty.db_gone(ns, "db"), timeout=60, what="the Database to be gone")
+    finally:
+        assert operator.stop() == 0, operator.log_text()[-3000:]
+    assert proxy.injected["409 instead of DELETE"] == 1
+    secret = {s.metadata.name: s for s in faulty.core.list_namespaced_secret(ns).items}.get(
+        "db-credentials"
+    )
+    assert secret is None or secret.metadata.deletion_timestamp is not None
 
 
 # --- kill -9 during a burst of creates -----------------------------------------------------------
