@@ -309,8 +309,12 @@ def test_the_operator_serves_failures_by_reason_its_queue_and_its_webhooks_answe
     assert waits >= 2
     assert sample(samples, "database_operator_workqueue_wait_seconds_bucket", le="5.0") == waits
     assert sample(samples, "database_operator_workqueue_depth") is not None
-    for resource in ("databases", "databasebackups"):
-        assert sample(samples, "database_operator_watch_restarts_total", resource=resource) == 0
+    restarts = "database_operator_watch_restarts_total"
+    assert sample(samples, restarts, resource="databasebackups") == 0
+    # This operator wrote its new CA into the Databases CRD's conversion stanza as it started:
+    # the API server makes that resource's storage anew, and a watch request it meets on the way
+    # is told 429 "storage is (re)initializing" and made again (one restart, and only one).
+    assert sample(samples, restarts, resource="databases") in (0, 1)
     reviews = "database_operator_webhook_duration_seconds"
     answered = sample(samples, f"{reviews}_count", webhook="validate") or 0
     took = sample(samples, f"{reviews}_sum", webhook="validate") or 0
