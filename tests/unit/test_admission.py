@@ -12,6 +12,7 @@ import pytest
 
 from database_operator.api.models import MAX_DATABASES, MAX_STORAGE, Database
 from database_operator.engines import ENGINES, Engine
+from database_operator.reconcile.finalizer import FINALIZER
 from database_operator.webhooks import admission
 from database_operator.webhooks.admission import (
     Admission,
@@ -315,6 +316,33 @@ def test_admission_reads_the_namespace_and_counts_the_other_databases() -> None:
     # The Database itself (an update) is not one of "the others".
     existing = manifest("existing", {"engine": "redis", "replicas": 2})
     assert asyncio.run(checks.validate("UPDATE", existing, manifest("existing", {}))) == []
+
+
+def test_an_update_that_cannot_break_a_cap_reads_nothing() -> None:
+    """Every Database's finalizer is an UPDATE through this webhook: only growing storage can
+    break a cap, so anything else is let through without a read (a malformed cap included)."""
+    kube = FakeKube()
+    annotations = {MAX_STORAGE: "10Gi", MAX_DATABASES: "many"}
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "shop", "annotations": annotations},
+        }
+    )
+    kube.put(manifest("other", {"engine": "postgres", "storage": {"size": "8Gi"}}))
+    checks = Admission(kube)  # type: ignore[arg-type]
+    running = manifest("orders", {"engine": "postgres", "storage": {"size": "2Gi"}})
+    finalized = manifest("orders", {"engine": "postgres", "storage": {"size": "2Gi"}})
+    finalized["metadata"]["finalizers"] = [FINALIZER]
+    shrunk = manifest("orders", {"engine": "postgres", "storage": {"size": "1Gi"}})
+    for update in (finalized, shrunk):
+        assert asyncio.run(checks.validate("UPDATE", update, running)) == []
+    assert kube.reads == []
+    grown = manifest("orders", {"engine": "postgres", "storage": {"size": "3Gi"}})
+    with pytest.raises(RefusedError, match="above its limit 10Gi"):
+        asyncio.run(checks.validate("UPDATE", grown, running))
+    assert kube.reads == [("GET", "Namespace", "shop"), ("LIST", "Database", "shop")]
 
 
 def test_admission_refuses_a_protected_delete_and_allows_others() -> None:

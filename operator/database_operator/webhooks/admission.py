@@ -159,6 +159,13 @@ def quota_problem(
     return None
 
 
+def quota_applies(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) -> bool:
+    """Whether the namespace's caps can refuse this request at all: a create, or an update that
+    grows storage (:func:`quota_problem` refuses nothing else). Every other update (the
+    operator's own finalizer, a label, a version) is let through without reading a thing."""
+    return old_spec is None or storage_of(spec) > storage_of(old_spec)
+
+
 def _human(size: Decimal) -> str:
     """Bytes as the largest binary unit that keeps a whole number (Kubernetes' own style)."""
     for unit, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
@@ -325,6 +332,8 @@ class Admission:
     async def _check_quota(
         self, namespace: str, name: str, spec: Mapping[str, Any], old_spec: Any
     ) -> None:
+        if not quota_applies(spec, old_spec):
+            return
         ns = await self.kube.get("Namespace", "", namespace)
         annotations = ((ns or {}).get("metadata") or {}).get("annotations") or {}
         if MAX_DATABASES not in annotations and MAX_STORAGE not in annotations:
