@@ -145,11 +145,14 @@ def test_a_released_lease_is_taken_within_a_second(
         leader = candidate(kube, namespace, "handover", "leader")
         # The operator's own retry period: the standby must not wait for its next try.
         standby = LeaderElection(kube, namespace, "handover", "standby", retry_period=2.0)
-        async with campaigning(leader) as stopping_leader, campaigning(standby):
+        # The standby starts once the leader leads: started together, either may win.
+        async with campaigning(leader) as stopping_leader:
             await until(leader.leading.is_set, 10, "the leader")
-            await asyncio.sleep(2.5)  # the standby is between tries, watching
-            stopping_leader.set()
-            took = await until(standby.leading.is_set, 5, "the standby to take over")
+            async with campaigning(standby):
+                await asyncio.sleep(2.5)  # the standby is between tries, watching
+                assert not standby.leading.is_set()
+                stopping_leader.set()
+                took = await until(standby.leading.is_set, 5, "the standby to take over")
         return took
 
     took = asyncio.run(scenario())
