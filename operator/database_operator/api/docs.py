@@ -151,7 +151,9 @@ operator's webhooks (served by every replica; `failurePolicy: Fail`, see
 - **Namespace quota.** A namespace annotated `{MAX_DATABASES}: "N"` holds at most N
   Databases; `{MAX_STORAGE}: "100Gi"` caps the sum of their `spec.storage.size`. A create over
   a cap, or a storage increase over it, is refused with the limit and the current use; no
-  annotation, no cap. (Concurrent creates can race past a count; Kubernetes' own ResourceQuota
+  annotation, no cap. Any other update is let through unread, so a cap lowered (or mistyped)
+  later never blocks a running Database's changes, nor the operator's own finalizer.
+  (Concurrent creates can race past a count; Kubernetes' own ResourceQuota
   `count/databases.{GROUP}` is the hard limit.)
 - **Image policy.** With the operator's `--image-registries` set, the image a Database would
   run (`spec.image`, else the official image) must start with one of the prefixes, and a
