@@ -143,7 +143,7 @@ TRACING_N ?= 1000
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: install tools envtest jaeger ## The operator against a floor client on a local control plane: N=100,1000, RUNS=1 each (RUNS=3: medians of 3), SHARDS_N=2000 over SHARD_COUNTS=1,2 processes, TRACING_N=1000 (0: skip); BENCH_ARGS="--webhooks --rss-n 1000,2000,5000 --pin" (hack/bench.py --help); prints tables, writes .local/bench/<commit>.json.
+bench: install tools envtest $(if $(filter 0,$(TRACING_N)),,jaeger) ## The operator against a floor client on a local control plane: N=100,1000, RUNS=1 each (RUNS=3: medians of 3), SHARDS_N=2000 over SHARD_COUNTS=1,2 processes, TRACING_N=1000 (0: skip); BENCH_ARGS="--webhooks --rss-n 1000,2000,5000 --pin" (hack/bench.py --help); prints tables, writes .local/bench/<commit>.json.
 	$(PY) hack/bench.py --n $(N) --runs $(RUNS) --shards-n $(SHARDS_N) --shard-counts $(SHARD_COUNTS) --tracing-n $(TRACING_N) $(BENCH_ARGS)
 
 .PHONY: helm-lint

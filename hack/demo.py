@@ -36,12 +36,15 @@ from tests.controlplane import (  # noqa: E402 - after the path set-up above
 )
 from tests.jaeger import Jaeger  # noqa: E402
 
+from database_operator.api.models import GROUP, ROLE_LABEL, VERSION  # noqa: E402
+
 WORKDIR = ROOT / ".local"
 SAMPLES = [
     ROOT / "config" / "samples" / f"{name}.yaml"
     for name in ("postgres", "mysql", "redis", "monitored")
 ]
 TIMEOUT_S = 180
+API_VERSION = f"{GROUP}/{VERSION}"
 
 timings: list[tuple[str, float]] = []
 
@@ -138,7 +141,7 @@ def snapshot(kubeconfig: Path) -> tuple[list[str], bool]:
 
 
 def role_of(pod: dict[str, Any]) -> str:
-    role = pod["metadata"].get("labels", {}).get("databases.example.com/role", "")
+    role = pod["metadata"].get("labels", {}).get(ROLE_LABEL, "")
     return "P" if role == "primary" else "R"
 
 
@@ -202,13 +205,13 @@ def backup_and_restore(kubeconfig: Path) -> bool:
         "stringData": {"AWS_ACCESS_KEY_ID": "demo", "AWS_SECRET_ACCESS_KEY": "demo-secret-key"},
     }
     backup = {
-        "apiVersion": "databases.example.com/v1",
+        "apiVersion": API_VERSION,
         "kind": "DatabaseBackup",
         "metadata": {"name": "orders-demo"},
         "spec": {"database": "orders"},
     }
     restored = {
-        "apiVersion": "databases.example.com/v1",
+        "apiVersion": API_VERSION,
         "kind": "Database",
         "metadata": {"name": "orders-restored"},
         "spec": {
@@ -329,15 +332,15 @@ Every sample is Active. The cluster and the operator keep running; poke them:
   kubectl scale db/sessions --replicas=5          # 1 primary + 4 read replicas (Redis replicaof)
   kubectl scale db/orders --replicas=3            # 1 primary + 2 streaming replicas (Postgres)
   kubectl delete pod -l app.kubernetes.io/instance=inventory   # break it: watch it heal
-  kubectl annotate pod -l app.kubernetes.io/instance=sessions,databases.example.com/role=replica \\
+  kubectl annotate pod -l app.kubernetes.io/instance=sessions,{ROLE_LABEL}=replica \\
     database-operator.example.com/simulate=not-ready            # replicas unready: Degraded
-  kubectl annotate pod -l app.kubernetes.io/instance=sessions,databases.example.com/role=primary \\
+  kubectl annotate pod -l app.kubernetes.io/instance=sessions,{ROLE_LABEL}=primary \\
     database-operator.example.com/simulate=not-ready            # primary unready: not Ready
   kubectl annotate pod -l app.kubernetes.io/instance=sessions \\
     database-operator.example.com/simulate-                     # ready again: Active
   kubectl patch db orders --type=merge -p '{{"spec":{{"version":"16.4"}}}}'  # a minor rollout
   kubectl patch db orders --type=merge -p '{{"spec":{{"version":"17"}}}}'    # refused: says why
-  kubectl get databases.v1beta1.databases.example.com orders -o yaml        # the old API version
+  kubectl get databases.v1beta1.{GROUP} orders -o yaml        # the old API version
   kubectl patch db sessions --type=merge -p '{{"spec":{{"deletionProtection":true}}}}'
   kubectl delete db sessions                      # refused until deletionProtection is false
   kubectl get dbbackup -o wide                    # backups: phase, size, location

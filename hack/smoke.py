@@ -36,7 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 NAME = "smoke"
+#: Spelled out, not imported (the standard library only); tests/unit/test_smoke.py keeps them
+#: equal to the operator's.
 SHARD_LABEL = "databases.example.com/shard"
+API_VERSION = "databases.example.com/v1"
 POLL_S = 2.0
 
 
@@ -148,7 +151,7 @@ def apply_database(cluster: Cluster, namespace: str, operator: Operator) -> None
     cluster.run("apply", "-f", "-", stdin=json.dumps(the_namespace))
     labels = {SHARD_LABEL: operator.shard} if operator.shard else {}
     database = {
-        "apiVersion": "databases.example.com/v1",
+        "apiVersion": API_VERSION,
         "kind": "Database",
         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
         "spec": {"engine": "redis", "replicas": 1, "deletionPolicy": "Delete"},

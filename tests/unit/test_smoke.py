@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from database_operator.api.models import GROUP, SHARD_LABEL, VERSION
 from database_operator.runner.build import identity
 from tests.hack import load
 
@@ -124,3 +125,9 @@ def test_metrics_are_read_by_name_and_labels() -> None:
 @pytest.mark.parametrize(("text", "value"), [("180s", 180), ("3m", 180), ("45", 45)])
 def test_timeouts_read_like_kubectl_s(text: str, value: float) -> None:
     assert smoke.seconds(text) == value
+
+
+def test_the_smoke_tests_own_spelling_of_the_api_is_the_operators() -> None:
+    """hack/smoke.py runs with the standard library only, so it spells the API out."""
+    assert smoke.SHARD_LABEL == SHARD_LABEL
+    assert f"{GROUP}/{VERSION}" == smoke.API_VERSION

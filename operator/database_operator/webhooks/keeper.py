@@ -19,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import datetime
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from database_operator.api.models import CRD_NAME
+from database_operator.clock import Clock, system_clock
 from database_operator.config import Settings
 from database_operator.kube import ApiError, Kube
 from database_operator.logs import get_logger
@@ -45,12 +44,6 @@ from database_operator.webhooks.server import OnAnswer, WebhookServer
 CHECK_INTERVAL_S = 300.0
 FILES_CHECK_INTERVAL_S = 60.0
 
-Clock = Callable[[], datetime.datetime]
-
-
-def utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
@@ -59,7 +52,7 @@ def _b64(data: bytes) -> str:
 class Keeper:
     """Keeps the server's certificate current and trusted; one per process."""
 
-    def __init__(self, kube: Kube, settings: Settings, clock: Clock = utcnow) -> None:
+    def __init__(self, kube: Kube, settings: Settings, clock: Clock = system_clock) -> None:
         self.kube = kube
         self.settings = settings
         self.clock = clock
