@@ -75,6 +75,8 @@ class FakeKube:
     #: Reads asked of the "server": (verb, kind, name or namespace).
     reads: list[tuple[str, str, str]] = field(default_factory=list)
     failures: list[tuple[str, str, Exception]] = field(default_factory=list)
+    #: Every call, answered or refused: (verb, kind).
+    calls: list[tuple[str, str]] = field(default_factory=list)
     field_manager: str = FIELD_MANAGER
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
 
@@ -84,6 +86,7 @@ class FakeKube:
             self.failures.append((verb, kind, ApiError(status, "Injected", "fake", verb, kind)))
 
     def _check(self, verb: str, kind: str) -> None:
+        self.calls.append((verb, kind))
         for index, (fverb, fkind, error) in enumerate(self.failures):
             if fverb == verb and fkind == kind:
                 del self.failures[index]
@@ -188,8 +191,11 @@ class FakeKube:
         patched = _json_patch(self._existing(kind, namespace, name), operations)
         meta = patched["metadata"]
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            # As the API server does: the write that empties the list deletes the object, and
+            # answers with the object at that write's resourceVersion.
             del self.objects[(kind, namespace, name)]
             self.writes.append(("PATCH", kind, name))
+            meta["resourceVersion"] = str(next(self._versions))
             return patched
         return self._written("PATCH", kind, name, patched)
 

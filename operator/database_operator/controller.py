@@ -449,7 +449,8 @@ class Controller:
         if not has_finalizer(body):
             return  # ours is gone already; other finalizers hold it, not us
         done = await finalize(self.client, db, self.events_for(body), self.now)
-        await remove_finalizer(self.client, body)
+        if left := await remove_finalizer(self.client, body):
+            self.remember(left)
         self.queue.forget(key)
         get_logger().info("finalized", namespace=key[0], name=key[1], done=done)
 

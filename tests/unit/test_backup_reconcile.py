@@ -3,7 +3,9 @@ in-memory Kube (tests/fakekube.py): one test a branch."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import copy
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -12,10 +14,14 @@ from typing import Any, cast
 from database_operator.api.backup import BackupDestination, DatabaseBackup
 from database_operator.api.models import Database
 from database_operator.backups import jobs
+from database_operator.backups.controller import BackupController
 from database_operator.backups.reconcile import BackupReconciler, BackupResult
+from database_operator.config import Settings
 from database_operator.events import EventSink
-from database_operator.kube import ApiError, KubeApi
+from database_operator.kube import ApiError, Kube, KubeApi
 from database_operator.manifest import Manifest
+from database_operator.metrics import Metrics
+from database_operator.reconcile import FINALIZER
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
 
@@ -483,6 +489,38 @@ async def test_a_stored_backup_waits_for_its_delete_job_and_goes_once_it_complet
     assert await world.finalize() is False, "its Job runs"
     finish_job(world, "Complete", "CompletionsReached", name=DELETE_JOB)
     assert await world.finalize() is True
+    assert world.reasons("DatabaseBackup") == ["BackupDataDeleted"]
+
+
+@synchronously
+async def test_a_finalized_backup_woken_again_before_its_deleted_event_is_left_alone() -> None:
+    # The controller learns from its own finalizer removal that the backup is done with: a wake
+    # from a Job between that and the DELETED event finalizes nothing twice (fresh-clone run).
+    world = await completed_world()
+    controller = BackupController(
+        cast(Kube, world.kube),
+        cast(KubeApi, world.kube),
+        Settings(),
+        Metrics(),
+        world.events_for,
+        {},
+        lambda database, trigger: None,
+        asyncio.Event(),
+        now=lambda: world.now,
+    )
+    backup = world.stored("DatabaseBackup", "shop-1")
+    assert backup is not None
+    backup["metadata"]["finalizers"] = [FINALIZER]
+    backup["metadata"]["deletionTimestamp"] = "2026-03-10T02:10:00Z"
+    controller.observe("MODIFIED", copy.deepcopy(backup))
+    key = (NS, "shop-1")
+    await controller.process(key, "update")
+    finish_job(world, "Complete", "CompletionsReached", name=DELETE_JOB)
+    await controller.process(key, "Job")
+    assert world.stored("DatabaseBackup", "shop-1") is None
+    assert world.reasons("DatabaseBackup") == ["BackupDataDeleted"]
+    controller.wake(key, "Job")  # e.g. the backup's own Job, taken by the garbage collector
+    await controller.process(key, "Job")
     assert world.reasons("DatabaseBackup") == ["BackupDataDeleted"]
 
 

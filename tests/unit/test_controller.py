@@ -210,6 +210,30 @@ async def test_deletion_finishes_though_the_finalizer_removal_fails_at_first() -
 
 
 @synchronously
+async def test_a_finalized_database_woken_again_before_its_deleted_event_is_left_alone() -> None:
+    # The controller learns from its own finalizer removal that the Database is done with: a
+    # child's event between that and the DELETED event asks the API server nothing.
+    kube = FakeKube()
+    posted: list[tuple[str, str, str]] = []
+    controller = make(kube, posted)
+    controller.observe("ADDED", database(kube, deletionPolicy="Delete"))
+    await process_all(controller)
+    deployment = stored(kube, "Deployment")
+    assert deployment is not None
+    controller.child_event("ADDED", deployment)
+    controller.observe("MODIFIED", delete(kube))
+    await process_all(controller)
+    assert stored(kube, "Database") is None
+    seen = len(posted), len(kube.calls)
+    # The garbage collector takes the Deployment (the object is gone from the fake already).
+    going = {**deployment, "metadata": {**deployment["metadata"], "resourceVersion": "999"}}
+    going["metadata"]["deletionTimestamp"] = "2026-12-03T00:00:01Z"
+    controller.child_event("MODIFIED", going)
+    await process_all(controller)
+    assert (len(posted), len(kube.calls)) == seen, kube.calls[seen[1] :]
+
+
+@synchronously
 async def test_retain_releases_the_data_even_if_switched_just_before_the_delete() -> None:
     kube = FakeKube()
     controller = make(kube)

@@ -277,7 +277,8 @@ class BackupController:
         if not has_finalizer(body):
             return
         if await self.backups.finalize(body):
-            await remove_finalizer(self.client, body, BACKUP_KIND)
+            if left := await remove_finalizer(self.client, body, BACKUP_KIND):
+                self.index.put(left)
             get_logger().info("backup finalized", namespace=key[0], name=key[1])
         else:  # its delete Job's events wake it; look again anyway, in case one is lost
             self.queue.schedule(key, self.settings.resync_interval, "resync")

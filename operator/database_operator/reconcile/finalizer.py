@@ -44,12 +44,15 @@ async def add_finalizer(kube: KubeApi, body: Mapping[str, Any], kind: str = KIND
     return await kube.json_patch(kind, meta["namespace"], meta["name"], operations)
 
 
-async def remove_finalizer(kube: KubeApi, body: Mapping[str, Any], kind: str = KIND) -> None:
-    """Remove our finalizer: exactly that list element, whatever else changed meanwhile."""
+async def remove_finalizer(kube: KubeApi, body: Mapping[str, Any], kind: str = KIND) -> Manifest:
+    """Remove our finalizer: exactly that list element, whatever else changed meanwhile.
+    Returns the object as the API server left it ({} if it was gone), for the caller to keep:
+    until the watch tells it, a held copy still carrying the finalizer would be finalized
+    again by the next wake-up."""
     meta = body["metadata"]
     index = (meta.get("finalizers") or []).index(FINALIZER)
     path = f"/metadata/finalizers/{index}"
-    await kube.json_patch(
+    return await kube.json_patch(
         kind,
         meta["namespace"],
         meta["name"],
