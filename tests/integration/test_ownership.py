@@ -6,6 +6,7 @@ real kube-apiserver.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from database_operator.kube import ApiError, Kube
 from tests.cluster import Cluster, condition, play_kubelet, wait_for, write_requests
 from tests.integration.conftest import RESYNC_S, OperatorProcess
 from tests.integration.test_reconcile import events_for, observed, phase_is, wait_for_status
@@ -299,3 +301,49 @@ def test_an_empty_resources_map_does_not_make_every_resync_write(
     after = write_requests(cluster)
     writes = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k)}
     assert writes == {}, f"resyncs wrote: {writes}"
+
+
+# --- why a child the cache lacks is read before it is applied ---------------------------------
+# A server-side apply creates what is missing and merges into whatever has the name, so only a
+# read tells a user's namesake apart. These are the two ways around the read that the API server
+# does not offer (issue 26); they fail here the day it does.
+
+
+def secret(name: str, namespace: str, *keys: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {key: base64.b64encode(b"x").decode() for key in keys},
+    }
+
+
+def test_an_apply_has_no_create_only_form(cluster: Cluster, namespace: str) -> None:
+    # A uid precondition would refuse a namesake, but it is refused when nothing exists too.
+    body = secret("fresh", namespace, "k")
+    body["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(Kube(cluster.api).apply(body))
+    assert refused.value.status == 409
+    assert "no existing object was found" in refused.value.message
+
+
+def test_a_create_leaves_fields_a_later_apply_cannot_drop(cluster: Cluster, namespace: str) -> None:
+    # A POST refuses a namesake (409), but it records its fields under an Update entry, even
+    # when the request names an Apply one; the manager's later apply then cannot drop them.
+    kube = Kube(cluster.api)
+    created = secret("posted", namespace, "kept", "dropped")
+    created["metadata"]["managedFields"] = [
+        {
+            "manager": kube.field_manager,
+            "operation": "Apply",
+            "apiVersion": "v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:kept": {}, "f:dropped": {}}},
+        }
+    ]
+    stored = asyncio.run(kube.create(created))
+    assert stored is not None
+    assert [entry["operation"] for entry in stored["metadata"]["managedFields"]] == ["Update"]
+    applied = asyncio.run(kube.apply(secret("posted", namespace, "kept")))
+    assert sorted(applied["data"]) == ["dropped", "kept"]
