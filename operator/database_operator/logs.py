@@ -51,7 +51,7 @@ class _RoutineSuccess(logging.Filter):
     """Kopf logs every watch event it hands to a handler at INFO; those are routine (our own
     "reconciled" line says what happened), so they show only at DEBUG."""
 
-    ROUTINE = ("Handler 'databases'", "Handler 'watch-")
+    ROUTINE = ("Handler 'databases'", "Handler 'databasebackups'", "Handler 'watch-")
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name != "kopf.objects" or record.levelno != logging.INFO:
