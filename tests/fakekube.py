@@ -128,6 +128,9 @@ class FakeKube:
     def cached(self, kind: str) -> bool:
         return False
 
+    def free(self, kind: str, namespace: str, name: str) -> bool:
+        return False
+
     async def list_pages(
         self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
     ) -> AsyncIterator[list[Manifest]]:

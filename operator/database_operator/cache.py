@@ -23,6 +23,7 @@ from typing import Any
 from database_operator.api.models import KIND
 from database_operator.kube import Kube
 from database_operator.manifest import Key, Manifest
+from database_operator.namesakes import Namesakes
 from database_operator.ownership import owner_key
 
 #: An object by (kind, namespace, name).
@@ -144,6 +145,7 @@ class CachedKube:
         kube: Kube,
         cache: ObjectCache,
         watched: Callable[[Manifest], bool] = lambda _: True,
+        namesakes: Namesakes | None = None,
     ) -> None:
         self.live = kube
         self.cache = cache
@@ -151,6 +153,8 @@ class CachedKube:
         #: Whether the watches deliver an object's events (its labels select it): only those
         #: are kept, since the cache of any other would never hear of its changes.
         self.watched = watched
+        #: The names the watches of the objects not ``watched`` hold (None: no such watches).
+        self.namesakes = namesakes
 
     def _keep(self, obj: Manifest | None) -> Manifest | None:
         if obj and self.cache.holds(str(obj.get("kind", ""))) and self.watched(obj):
@@ -159,6 +163,14 @@ class CachedKube:
 
     def cached(self, kind: str) -> bool:
         return self.cache.holds(kind)
+
+    def free(self, kind: str, namespace: str, name: str) -> bool:
+        """Neither the cache nor the namesakes' watches know an object of that name."""
+        return (
+            self.namesakes is not None
+            and self.cache.get(kind, namespace, name) is None
+            and self.namesakes.free(kind, namespace, name)
+        )
 
     async def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
         if not self.cache.holds(kind):

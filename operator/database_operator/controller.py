@@ -35,6 +35,7 @@ from database_operator.kube import ApiError, Kube, NotLeadingError, object_at
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import API_ERROR, UNEXPECTED_ERROR, BackupFacts, Metrics
+from database_operator.namesakes import Namesakes
 from database_operator.ownership import controller_of, owner_key
 from database_operator.reconcile import (
     Result,
@@ -45,7 +46,12 @@ from database_operator.reconcile import (
     remove_finalizer,
     report_failure,
 )
-from database_operator.selection import child_selected, child_selector, database_selector
+from database_operator.selection import (
+    child_selected,
+    child_selector,
+    database_selector,
+    unselected_child_selectors,
+)
 from database_operator.status import DEGRADED
 from database_operator.workqueue import WorkQueue
 
@@ -104,6 +110,9 @@ class Controller:
     queue: WorkQueue[Key] = field(init=False)
     databases: dict[Key, Manifest] = field(default_factory=dict)
     children: ObjectCache = field(default_factory=lambda: ObjectCache(WATCHED_CHILDREN))
+    #: The names the children's watches miss (a user's, another shard's); None with namespace
+    #: globs (the namespaces are not known in advance): a child the cache lacks is read then.
+    namesakes: Namesakes | None = field(init=False)
     #: The API as the reconcile sees it: watched children from the cache, writes cached.
     client: CachedKube = field(init=False)
     #: What each Database and its children were when its last reconcile ended (their
@@ -124,8 +133,17 @@ class Controller:
             max_delay=self.settings.retry_max_delay,
             on_wait=self.metrics.workqueue_wait.observe,
         )
+        namespaces = self._exact_namespaces()
+        self.namesakes = (
+            Namesakes(namespaces, unselected_child_selectors(self.settings))
+            if namespaces is not None
+            else None
+        )
         self.client = CachedKube(
-            self.kube, self.children, lambda obj: child_selected(self.settings, obj)
+            self.kube,
+            self.children,
+            lambda obj: child_selected(self.settings, obj),
+            self.namesakes,
         )
         self.backups = BackupController(
             self.kube,
@@ -213,6 +231,8 @@ class Controller:
             for i in range(workers)
         ]
         audit = asyncio.create_task(self._audit_every_period(), name="audit")
+        if self.namesakes is not None:
+            tasks.append(asyncio.create_task(self.namesakes.follow(self.kube), name="namesakes"))
         return [*tasks, *self.backups.start(), audit]
 
     # --- the caches: filled at start, audited every period ----------------------------------
@@ -254,12 +274,17 @@ class Controller:
                 await self._audit_children(kind, namespace)
             await self.backups.audit(namespace)
 
-    def _audited_namespaces(self) -> list[str | None]:
+    def _exact_namespaces(self) -> list[str | None] | None:
+        """The namespaces watched ([None]: all of them); None if globs name them."""
         namespaces = self.settings.namespaces
         if not namespaces:
             return [None]
-        if all(is_exact(ns) for ns in namespaces):
-            return [*namespaces]
+        return [*namespaces] if all(is_exact(ns) for ns in namespaces) else None
+
+    def _audited_namespaces(self) -> list[str | None]:
+        exact = self._exact_namespaces()
+        if exact is not None:
+            return exact
         return [*sorted({key[0] for key in self.databases})]  # globs: where Databases were seen
 
     async def _audit_databases(self, namespace: str | None) -> None:

@@ -13,13 +13,15 @@ import contextlib
 import copy
 import json
 import re
+import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import HTTPError
 
 from database_operator import tracing
@@ -57,6 +59,12 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "KopfPeering": ("/apis/kopf.dev/v1", "kopfpeerings"),
     "ClusterKopfPeering": ("/apis/kopf.dev/v1", "clusterkopfpeerings"),
 }
+
+#: What a metadata-only watch asks for: each event's object as PartialObjectMetadata.
+METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+#: How long the API server keeps a watch open before ending it (it is then made again).
+WATCH_TIMEOUT_S = 300
+T = TypeVar("T")
 
 #: HTTP statuses worth retrying: conflicts, throttling, and the server's own trouble.
 RETRYABLE = {401, 409, 429, 500, 502, 503, 504}
@@ -180,6 +188,32 @@ def api_error(error: Exception, verb: str, path: str) -> ApiError:
     return UnreachableError(0, type(error).__name__, str(error), verb, path)
 
 
+def in_own_thread(work: Callable[[], T], name: str) -> asyncio.Future[T]:
+    """``work`` in a daemon thread of its own (one that may block for minutes, and must not
+    hold up the process's exit); its result or exception, in the event loop."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: Exception | None) -> None:
+        if future.done():  # cancelled meanwhile
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(cast(T, result))
+
+    def run() -> None:
+        try:
+            result, error = work(), None
+        except Exception as failure:
+            result, error = None, failure
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
 def new_api_client(connections: int = 16) -> client.ApiClient:
     """A client for the cluster the operator runs in, else the current kubeconfig context,
     keeping up to ``connections`` connections open (urllib3's default of 10 would make calls
@@ -200,6 +234,11 @@ class KubeApi(Protocol):
 
     def cached(self, kind: str) -> bool:
         """Whether ``get`` of ``kind`` answers from a watch's cache rather than the server."""
+        ...
+
+    def free(self, kind: str, namespace: str, name: str) -> bool:
+        """Whether the watches show that no object of ``kind`` has the name (False: they
+        cannot say; ask the server)."""
         ...
 
     async def get(self, kind: str, namespace: str, name: str) -> Manifest | None: ...
@@ -358,6 +397,9 @@ class Kube:
     def cached(self, kind: str) -> bool:
         return False
 
+    def free(self, kind: str, namespace: str, name: str) -> bool:
+        return False
+
     async def _pages(
         self, kind: str, namespace: str | None, selector: str | None, limit: int, accept: str
     ) -> AsyncIterator[Manifest]:
@@ -441,6 +483,78 @@ class Kube:
             return changed
 
         return await asyncio.get_running_loop().run_in_executor(self._threads, first_event)
+
+    async def watch_metadata(
+        self,
+        kind: str,
+        namespace: str | None,
+        selector: str,
+        resource_version: str,
+        *,
+        deliver: Callable[[str, Manifest], None],
+        timeout_s: int = WATCH_TIMEOUT_S,
+    ) -> str:
+        """Follow a metadata-only watch (names, uids, labels: no bodies) of ``kind`` from
+        ``resource_version`` until the server ends it, after ``timeout_s``. ``deliver`` hears
+        each event's type and object, in the event loop. Returns the version to go on from; a
+        version too old to resume from raises ApiError 410 (list afresh).
+
+        The stream is read in a thread of its own (it lasts minutes: a pool thread would be
+        taken from the requests), closed if the caller is cancelled."""
+        path = self.path(kind, namespace)
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_s)),
+            ("labelSelector", selector),
+        ]
+        loop = asyncio.get_running_loop()
+        opened: list[Any] = []
+
+        def follow() -> str:
+            version = resource_version
+            try:
+                response = self.api.call_api(
+                    path,
+                    "GET",
+                    query_params=query,
+                    header_params={"Accept": METADATA_WATCH},
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _return_http_data_only=True,
+                    _request_timeout=(30, timeout_s + 30),
+                )
+                opened.append(response)
+                try:
+                    for line in iter_resp_lines(response):
+                        if not line:
+                            continue
+                        event = json.loads(line)
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":  # a Status: 410 Gone, mostly
+                            status = int(obj.get("code") or 500)
+                            reason, message = str(obj.get("reason")), str(obj.get("message"))
+                            raise ApiError(status, reason, message, "WATCH", path)
+                        meta = obj.get("metadata") or {}
+                        version = str(meta.get("resourceVersion") or version)
+                        if event.get("type") != "BOOKMARK":
+                            loop.call_soon_threadsafe(
+                                deliver, str(event.get("type")), {"kind": kind, "metadata": meta}
+                            )
+                finally:  # closed, not pooled: what is left unread would reach the next call
+                    response.close()
+                    response.release_conn()
+            except (ApiException, HTTPError, OSError, ValueError) as raw:
+                raise api_error(raw, "WATCH", path) from raw
+            return version
+
+        try:
+            return await in_own_thread(follow, f"watch-{kind}")
+        except asyncio.CancelledError:
+            for response in opened:
+                response.shutdown()  # the thread's read ends at once (urllib3 2.3+)
+            raise
 
     async def serves(self, group_version: str, resources: tuple[str, ...] = ()) -> bool:
         """Whether the API server serves ``group/version`` yet, with each of ``resources`` (a new

@@ -27,3 +27,12 @@ def child_selected(settings: Settings, obj: Manifest) -> bool:
     return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and (
         not settings.shard or labels.get(SHARD_LABEL) == settings.shard
     )
+
+
+def unselected_child_selectors(settings: Settings) -> list[str]:
+    """Label selectors that together select every object ``child_selector`` does not: a
+    user's, and another shard's (a selector cannot say "not ours or not our shard")."""
+    selectors = [f"{MANAGED_BY_LABEL}!={MANAGED_BY}"]
+    if settings.shard:
+        selectors.append(f"{MANAGED_BY_LABEL}={MANAGED_BY},{SHARD_LABEL}!={settings.shard}")
+    return selectors

@@ -9,6 +9,7 @@ from typing import Any
 from database_operator.cache import ObjectCache, newer, stripped
 from database_operator.controller import Controller
 from database_operator.desired import MANAGED_BY
+from database_operator.namesakes import Namesakes
 from database_operator.ownership import CREATED_FOR, MANAGED_BY_LABEL
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
@@ -176,6 +177,71 @@ async def test_a_create_reads_only_the_children_it_applies() -> None:
         ("Secret", "db-connection"),
         ("Service", "db"),
     ]
+
+
+def following(controller: Controller, *namesakes: dict[str, Any]) -> None:
+    """The namesakes' watches have listed and follow, and hold ``namesakes``."""
+    assert controller.namesakes is not None
+    for watch in controller.namesakes.watches:
+        watch.following = True
+        for namesake in namesakes:
+            if watch.covers(namesake["kind"], NS):
+                watch.hear("ADDED", namesake)
+
+
+@synchronously
+async def test_a_create_reads_no_child_whose_name_the_namesakes_watches_know_free() -> None:
+    kube = FakeKube()
+    controller = make(kube)
+    following(controller)
+    controller.observe("ADDED", database(kube, storage={"size": "1Gi"}))
+    assert await process_all(controller) == 1
+    read = sorted((kind, name) for _, kind, name in kube.reads if kind != "Database")
+    assert read == [("Secret", "db-connection")]  # Secrets have no namesakes' watch
+    assert stored(kube, "Deployment") is not None
+
+
+@synchronously
+async def test_a_namesake_the_watches_know_is_read_and_left_alone() -> None:
+    kube = FakeKube()
+    users = kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "db", "namespace": NS},
+            "spec": {"ports": [{"port": 1}]},
+        }
+    )
+    controller = make(kube)
+    following(controller, users)
+    controller.observe("ADDED", database(kube))
+    await process_all(controller)
+    assert ("GET", "Service", "db") in kube.reads
+    assert ("GET", "Deployment", "db") not in kube.reads
+    ready = next(
+        c for c in (stored(kube, "Database") or {})["status"]["conditions"] if c["type"] == "Ready"
+    )
+    assert ready["reason"] == "ChildNameConflict"
+    assert stored(kube, "Service") == users  # untouched
+
+
+def test_a_name_is_free_only_while_every_watch_covering_it_follows() -> None:
+    namesakes = Namesakes(["a", "b"], ["x!=y", "x=y,s!=1"])
+    assert not namesakes.free("Service", "a", "db")  # not listed yet
+    for watch in namesakes.watches:
+        watch.following = watch.namespace == "a"
+    assert namesakes.free("Service", "a", "db")
+    assert not namesakes.free("Service", "b", "db")
+    assert not namesakes.free("Secret", "a", "db")  # no watch covers it
+    [second] = [w for w in namesakes.watches if w.covers("Service", "a") and "s!=1" in w.selector]
+    users = {"kind": "Service", "metadata": {"name": "db", "namespace": "a", "uid": "u1"}}
+    second.hear("ADDED", users)
+    assert not namesakes.free("Service", "a", "db")
+    earlier = {"kind": "Service", "metadata": {"name": "db", "namespace": "a", "uid": "u0"}}
+    second.hear("DELETED", earlier)
+    assert not namesakes.free("Service", "a", "db")  # another object's delete, late
+    second.hear("DELETED", users)
+    assert namesakes.free("Service", "a", "db")
 
 
 @synchronously

@@ -48,8 +48,9 @@ async def observe(kube: KubeApi, db: Database) -> Observed:
     what may be left of read replicas scaled away.
 
     A watched child comes from the watch's cache; one the cache lacks is asked of the API server
-    (``get_live``), since a namesake without our label is invisible to the watch, and must be
-    seen before anything is created under its name.
+    (``get_live``) unless the namesakes' watches know its name is free, since a namesake without
+    our label is invisible to the children's watch, and must be seen before anything is created
+    under its name.
     """
     credentials = await read_credentials(kube, db)
     wanted = desired.child_keys(db)
@@ -79,12 +80,17 @@ async def read_credentials(kube: KubeApi, db: Database) -> Manifest | None:
 
 
 async def read_child(kube: KubeApi, db: Database, kind: str, name: str) -> Manifest | None:
-    """A child by name, from the watch's cache when it holds the kind; from the API server when
-    the cache lacks it (a namesake without our label), or when only its ``managedFields`` can
-    say whether it is ours (a kept child an earlier version made: ownership.py)."""
+    """A child by name, from the watch's cache when it holds the kind. From the API server when
+    the cache lacks it and the namesakes' watches cannot say the name is free (namesakes.py),
+    or when only its ``managedFields`` can say whether it is ours (a kept child an earlier
+    version made: ownership.py)."""
     found = await kube.get(kind, db.namespace, name)
-    if kube.cached(kind) and (found is None or needs_managed_fields(found, db)):
-        found = await kube.get_live(kind, db.namespace, name)
+    if not kube.cached(kind):
+        return found
+    if found is None and not kube.free(kind, db.namespace, name):
+        return await kube.get_live(kind, db.namespace, name)
+    if found is not None and needs_managed_fields(found, db):
+        return await kube.get_live(kind, db.namespace, name)
     return found
 
 
