@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+from urllib3 import HTTPResponse
 from urllib3.exceptions import HTTPError
 
 from database_operator import tracing
@@ -449,6 +450,31 @@ class Kube:
             version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
         return items, version
 
+    def _open_watch(
+        self,
+        path: str,
+        query: list[tuple[str, str]],
+        accept: str,
+        timeout: float | tuple[float, float],
+    ) -> HTTPResponse:
+        """A watch request's streaming response (urllib3's, unread), in the calling thread."""
+        try:
+            return cast(
+                HTTPResponse,
+                self.api.call_api(
+                    path,
+                    "GET",
+                    query_params=query,
+                    header_params={"Accept": accept},
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _return_http_data_only=True,
+                    _request_timeout=timeout,
+                ),
+            )
+        except (ApiException, HTTPError, OSError) as raw:
+            raise api_error(raw, "WATCH", path) from raw
+
     async def next_change(
         self, kind: str, namespace: str, name: str, resource_version: str, timeout: float
     ) -> bool:
@@ -463,19 +489,7 @@ class Kube:
         ]
 
         def first_event() -> bool:
-            try:
-                response = self.api.call_api(
-                    path,
-                    "GET",
-                    query_params=query,
-                    header_params={"Accept": "application/json"},
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _return_http_data_only=True,
-                    _request_timeout=timeout + 5,
-                )
-            except (ApiException, HTTPError, OSError) as raw:
-                raise api_error(raw, "WATCH", path) from raw
+            response = self._open_watch(path, query, "application/json", timeout + 5)
             changed = bool(response.read(1))  # the first byte of the first event, or the end
             if changed:  # the rest of the stream is unread: this connection cannot be reused
                 response.close()
@@ -510,43 +524,33 @@ class Kube:
             ("labelSelector", selector),
         ]
         loop = asyncio.get_running_loop()
-        opened: list[Any] = []
+        opened: list[HTTPResponse] = []
 
         def follow() -> str:
             version = resource_version
+            response = self._open_watch(path, query, METADATA_WATCH, (30, timeout_s + 30))
+            opened.append(response)
             try:
-                response = self.api.call_api(
-                    path,
-                    "GET",
-                    query_params=query,
-                    header_params={"Accept": METADATA_WATCH},
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _return_http_data_only=True,
-                    _request_timeout=(30, timeout_s + 30),
-                )
-                opened.append(response)
-                try:
-                    for line in iter_resp_lines(response):
-                        if not line:
-                            continue
-                        event = json.loads(line)
-                        obj = event.get("object") or {}
-                        if event.get("type") == "ERROR":  # a Status: 410 Gone, mostly
-                            status = int(obj.get("code") or 500)
-                            reason, message = str(obj.get("reason")), str(obj.get("message"))
-                            raise ApiError(status, reason, message, "WATCH", path)
-                        meta = obj.get("metadata") or {}
-                        version = str(meta.get("resourceVersion") or version)
-                        if event.get("type") != "BOOKMARK":
-                            loop.call_soon_threadsafe(
-                                deliver, str(event.get("type")), {"kind": kind, "metadata": meta}
-                            )
-                finally:  # closed, not pooled: what is left unread would reach the next call
-                    response.close()
-                    response.release_conn()
-            except (ApiException, HTTPError, OSError, ValueError) as raw:
+                for line in iter_resp_lines(response):
+                    if not line:
+                        continue
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":  # a Status: 410 Gone, mostly
+                        status = int(obj.get("code") or 500)
+                        reason, message = str(obj.get("reason")), str(obj.get("message"))
+                        raise ApiError(status, reason, message, "WATCH", path)
+                    meta = obj.get("metadata") or {}
+                    version = str(meta.get("resourceVersion") or version)
+                    if event.get("type") != "BOOKMARK":
+                        loop.call_soon_threadsafe(
+                            deliver, str(event.get("type")), {"kind": kind, "metadata": meta}
+                        )
+            except (HTTPError, OSError, ValueError) as raw:
                 raise api_error(raw, "WATCH", path) from raw
+            finally:  # closed, not pooled: what is left unread would reach the next call
+                response.close()
+                response.release_conn()
             return version
 
         try:
