@@ -1,9 +1,11 @@
-"""Async tests without a plugin: ``@synchronously`` runs a coroutine test in a fresh loop."""
+"""Async tests without a plugin: ``@synchronously`` runs a coroutine test in a fresh loop;
+``until`` waits in one for a condition."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec
 
@@ -16,3 +18,13 @@ def synchronously(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, N
         asyncio.run(test(*args, **kwargs))
 
     return run
+
+
+async def until(condition: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll ``condition`` every 10 ms; the seconds it took."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.01)
+    return time.monotonic() - started

@@ -22,7 +22,7 @@ from kubernetes import client
 
 from database_operator.kube import Kube
 from database_operator.leader import LeaderElection, wait_for_earlier_peers
-from tests.aio import synchronously
+from tests.aio import synchronously, until
 from tests.cluster import Cluster, wait_for
 from tests.faults import Fault, FaultProxy, Request
 
@@ -65,16 +65,6 @@ async def campaigning(*candidates: LeaderElection) -> AsyncIterator[asyncio.Even
     finally:
         stopping.set()
         await asyncio.gather(*tasks)
-
-
-async def until(condition: Any, timeout: float, what: str) -> float:
-    """Poll ``condition`` every 10 ms; the seconds it took."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.01)
-    return time.monotonic() - started
 
 
 @pytest.fixture

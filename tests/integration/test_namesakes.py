@@ -16,14 +16,8 @@ from database_operator.kube import Kube
 from database_operator.namesakes import Namesakes
 from database_operator.ownership import MANAGED_BY_LABEL
 from database_operator.selection import unselected_child_selectors
+from tests.aio import until
 from tests.cluster import Cluster
-
-
-async def until(check: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 def service(name: str, **labels: str) -> client.V1Service:
@@ -44,7 +38,7 @@ async def following(
     namesakes = Namesakes([namespace], unselected_child_selectors(settings))
     task = asyncio.create_task(namesakes.follow(Kube(cluster.api)))
     try:
-        await until(lambda: all(w.following for w in namesakes.watches), "the listings")
+        await until(lambda: all(w.following for w in namesakes.watches), 10, "the listings")
         await test(namesakes)
     finally:
         task.cancel()
@@ -62,15 +56,15 @@ def test_a_users_object_takes_its_name_and_ours_do_not(cluster: Cluster, namespa
         assert namesakes.free("Service", namespace, "web")
         assert namesakes.free("Deployment", namespace, "web")
         core.create_namespaced_service(namespace, service("web"))
-        await until(lambda: not namesakes.free("Service", namespace, "web"), "the user's Service")
+        await until(lambda: not namesakes.free("Service", namespace, "web"), 10, "the user's")
         assert namesakes.free("Deployment", namespace, "web")  # another kind
         # Ours is not delivered: the one created after it is, so it would have been by then.
         core.create_namespaced_service(namespace, service("ours", **{MANAGED_BY_LABEL: MANAGED_BY}))
         core.create_namespaced_service(namespace, service("after"))
-        await until(lambda: not namesakes.free("Service", namespace, "after"), "the next one")
+        await until(lambda: not namesakes.free("Service", namespace, "after"), 10, "the next one")
         assert namesakes.free("Service", namespace, "ours")
         core.delete_namespaced_service("web", namespace)
-        await until(lambda: namesakes.free("Service", namespace, "web"), "the delete")
+        await until(lambda: namesakes.free("Service", namespace, "web"), 10, "the delete")
 
     stopped_in = asyncio.run(following(cluster, namespace, Settings(), test))
     assert stopped_in < 2  # the watch threads' streams are closed, not waited out
@@ -87,8 +81,8 @@ def test_a_shard_sees_another_shards_children_as_namesakes(
         core.create_namespaced_service(namespace, service("mine", **mine))
         core.create_namespaced_service(namespace, service("theirs", **theirs))
         core.create_namespaced_service(namespace, service("users"))
-        await until(lambda: not namesakes.free("Service", namespace, "theirs"), "theirs")
-        await until(lambda: not namesakes.free("Service", namespace, "users"), "the user's")
+        await until(lambda: not namesakes.free("Service", namespace, "theirs"), 10, "theirs")
+        await until(lambda: not namesakes.free("Service", namespace, "users"), 10, "the user's")
         assert namesakes.free("Service", namespace, "mine")
 
     asyncio.run(following(cluster, namespace, Settings(shard="s1"), test))
