@@ -8,6 +8,7 @@ Every write is recorded; `fail` queues errors for the next calls that match.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import uuid
@@ -138,6 +139,18 @@ class FakeKube:
         keys = [(kind, item["metadata"]["namespace"], item["metadata"]["name"]) for item in items]
         for start in range(0, len(keys), limit):
             yield [copy.deepcopy(self.objects[key]) for key in keys[start : start + limit]]
+
+    async def list_objects(
+        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
+    ) -> tuple[list[Manifest], str]:
+        items, version = await self.list_metadata(kind, namespace, selector)
+        keys = [(kind, item["metadata"]["namespace"], item["metadata"]["name"]) for item in items]
+        return [copy.deepcopy(self.objects[key]) for key in keys], version
+
+    async def watch(self, *_: Any, **__: Any) -> str:
+        """Hears nothing, until cancelled: the tests deliver the events themselves."""
+        await asyncio.Event().wait()
+        raise AssertionError("never set")
 
     async def list_metadata(
         self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 500

@@ -27,7 +27,15 @@ from database_operator import tracing
 from database_operator.api.backup import BACKUP_KIND
 from database_operator.api.models import KIND, Database, DatabaseStatus, Phase
 from database_operator.backups.controller import BackupController, work_on
-from database_operator.cache import CachedKube, ObjectCache, newer, stripped, version
+from database_operator.cache import (
+    CachedKube,
+    ObjectCache,
+    ObjectKey,
+    newer,
+    object_key,
+    stripped,
+    version,
+)
 from database_operator.clock import Clock, system_clock
 from database_operator.config import Settings, is_exact
 from database_operator.events import EventSink
@@ -53,6 +61,7 @@ from database_operator.selection import (
     unselected_child_selectors,
 )
 from database_operator.status import DEGRADED
+from database_operator.watches import Watch
 from database_operator.workqueue import WorkQueue
 
 #: Stale reads in a row (a write refused because the object changed since it was read) that are
@@ -110,8 +119,14 @@ class Controller:
     queue: WorkQueue[Key] = field(init=False)
     databases: dict[Key, Manifest] = field(default_factory=dict)
     children: ObjectCache = field(default_factory=lambda: ObjectCache(WATCHED_CHILDREN))
+    #: The children's watches (watches.py), a list and watch per kind and namespace; None with
+    #: namespace globs (the namespaces are not known in advance): Kopf's watches, which follow
+    #: the namespaces that match, deliver the children then (handlers.py).
+    watches: list[Watch] | None = field(init=False)
+    #: Told why a watch request failed (the readiness probe's ``Watching``).
+    watch_failed: Callable[[str], None] = lambda _: None
     #: The names the children's watches miss (a user's, another shard's); None with namespace
-    #: globs (the namespaces are not known in advance): a child the cache lacks is read then.
+    #: globs: a child the cache lacks is read then.
     namesakes: Namesakes | None = field(init=False)
     #: The API as the reconcile sees it: watched children from the cache, writes cached.
     client: CachedKube = field(init=False)
@@ -134,11 +149,15 @@ class Controller:
             on_wait=self.metrics.workqueue_wait.observe,
         )
         namespaces = self._exact_namespaces()
-        self.namesakes = (
-            Namesakes(namespaces, unselected_child_selectors(self.settings))
-            if namespaces is not None
-            else None
-        )
+        selector = child_selector(self.settings)
+        self.watches, self.namesakes = None, None
+        if namespaces is not None:
+            self.watches = [
+                Watch(kind, namespace, selector)
+                for namespace in namespaces
+                for kind in WATCHED_CHILDREN
+            ]
+            self.namesakes = Namesakes(namespaces, unselected_child_selectors(self.settings))
         self.client = CachedKube(
             self.kube,
             self.children,
@@ -231,6 +250,11 @@ class Controller:
             for i in range(workers)
         ]
         audit = asyncio.create_task(self._audit_every_period(), name="audit")
+        for watch in self.watches or ():
+            following = watch.follow(
+                self.kube, self._relisted(watch), self.child_event, self.watch_failed
+            )
+            tasks.append(asyncio.create_task(following, name=f"watch-{watch.kind}"))
         if self.namesakes is not None:
             tasks.append(asyncio.create_task(self.namesakes.follow(self.kube), name="namesakes"))
         return [*tasks, *self.backups.start(), audit]
@@ -238,16 +262,32 @@ class Controller:
     # --- the caches: filled at start, audited every period ----------------------------------
 
     async def prime(self) -> None:
-        """Fill the children's cache with one listing per kind, and the backups' index, before
-        the first reconcile: a restart then reads no child it already knows of, and no status
-        loses the backups it names."""
-        for namespace in self._audited_namespaces():
-            for kind in WATCHED_CHILDREN:
-                selector = child_selector(self.settings)
-                async for page in self.kube.list_pages(kind, namespace, selector):
-                    for obj in page:
-                        self.children.put(obj)
+        """Fill the children's cache with each watch's first listing (the watches go on from
+        it), and the backups' index, before the first reconcile: a restart then reads no child
+        it already knows of, and no status loses the backups it names."""
+        for watch in self.watches or ():
+            self._relisted(watch)(await watch.list_now(self.kube), watch.version)
         await self.backups.prime(self._audited_namespaces())
+
+    def _relisted(self, watch: Watch) -> Callable[[list[Manifest], str], None]:
+        """What a watch's complete listing (at version ``at``) tells the cache: what it holds
+        and was not listed is gone, what was listed is as listed."""
+
+        def relisted(listed: list[Manifest], at: str) -> None:
+            self._forget_unlisted(watch.kind, watch.namespace, {object_key(o) for o in listed}, at)
+            for obj in listed:
+                self.child_event("ADDED", obj)
+
+        return relisted
+
+    def _forget_unlisted(
+        self, kind: str, namespace: str | None, listed: set[ObjectKey], at: str
+    ) -> None:
+        """Drop the children of ``kind`` held that a listing at version ``at`` lacks (unless
+        held at a later version: written since)."""
+        for held in self.children.objects_of(kind, namespace):
+            if object_key(held) not in listed and version(held) < int(at or 0):
+                self.child_event("DELETED", held)
 
     async def _audit_every_period(self) -> None:
         interval = self.settings.resync_interval
@@ -303,10 +343,7 @@ class Controller:
 
     async def _audit_children(self, kind: str, namespace: str | None) -> None:
         listed, at = await self.kube.list_metadata(kind, namespace, child_selector(self.settings))
-        names = {key_of(meta) for meta in listed}
-        for held in self.children.objects_of(kind, namespace):
-            if key_of(held) not in names and version(held) < int(at or 0):
-                self.child_event("DELETED", held)
+        self._forget_unlisted(kind, namespace, {object_key(meta) for meta in listed}, at)
         for meta in listed:
             stale = self.children.get(kind, *key_of(meta))
             if newer(meta, stale):

@@ -1,16 +1,15 @@
 """Kopf wiring only: which watch events reach the controller, and Kopf's own settings.
 
-Kopf watches (Databases and DatabaseBackups; Deployments, Services, claims, Jobs and Secrets
-selected by our label on the server; with a shard, only that shard's) and logs in. Every replica
-watches, leader or not (leader.py decides who reconciles): a standby's caches are warm when it
-takes over. Every event only feeds the controller's caches and queues (controller.py), which
-reconcile: no Kopf change handlers, so Kopf writes nothing on the Databases itself — no progress
-or diff-base annotations, no finalizer of its own.
+Kopf watches the Databases and DatabaseBackups (with a shard, only that shard's) and logs in.
+Every replica watches, leader or not (leader.py decides who reconciles): a standby's caches are
+warm when it takes over. Every event only feeds the controller's caches and queues
+(controller.py), which reconcile: no Kopf change handlers, so Kopf writes nothing on the
+Databases itself — no progress or diff-base annotations, no finalizer of its own.
 
-The children's cache is filled by one listing per kind before the workers start
-(controller.prime), so the first reconcile after a start already sees every child; the watch
-keeps it current. (Kopf's indexes would do the same, but hold every object's first event until
-all are indexed, at a cost that grows with the square of their number.)
+The children (Deployments, Services, claims, Jobs and Secrets, selected by our label on the
+server) are listed and watched by the controller itself (watches.py), which skips Kopf's
+per-object machinery for events that only feed a cache. With namespace globs, whose namespaces
+only Kopf's scan finds, Kopf watches them too, and their events reach the same place.
 """
 
 from __future__ import annotations
@@ -135,7 +134,8 @@ def register(
     async def on_child(event: kopf.RawEvent, **_: Any) -> None:
         controller.child_event(event.get("type"), dict(event["object"]))
 
-    for group, version, plural in CHILD_RESOURCES:
+    # Only with namespace globs: otherwise the controller watches the children itself.
+    for group, version, plural in CHILD_RESOURCES if controller.watches is None else ():
         kopf.on.event(
             group=group or None,
             version=version,

@@ -189,6 +189,15 @@ def api_error(error: Exception, verb: str, path: str) -> ApiError:
     return UnreachableError(0, type(error).__name__, str(error), verb, path)
 
 
+#: What a metadata-only listing or watch keeps of each object's metadata.
+IDENTITY = ("name", "namespace", "uid", "resourceVersion", "ownerReferences", "annotations")
+
+
+def identity(meta: Manifest) -> Manifest:
+    """Who an object is and who owns it: the part of its metadata ``IDENTITY`` names."""
+    return {key: meta[key] for key in IDENTITY if key in meta}
+
+
 def in_own_thread(work: Callable[[], T], name: str) -> asyncio.Future[T]:
     """``work`` in a daemon thread of its own (one that may block for minutes, and must not
     hold up the process's exit); its result or exception, in the event loop."""
@@ -432,6 +441,21 @@ class Kube:
                 for item in page.get("items") or []
             ]
 
+    async def list_objects(
+        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
+    ) -> tuple[list[Manifest], str]:
+        """Every object of ``kind`` (in ``namespace``, else everywhere) that ``selector``
+        selects, without managedFields, and the version of the listing (to watch from)."""
+        api_version = RESOURCES[kind][0].removeprefix("/apis/").removeprefix("/api/")
+        items: list[Manifest] = []
+        version = ""
+        async for page in self._pages(kind, namespace, selector, limit, "application/json"):
+            for item in page.get("items") or []:
+                (item.get("metadata") or {}).pop("managedFields", None)
+                items.append({**item, "kind": kind, "apiVersion": api_version})
+            version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
+        return items, version
+
     async def list_metadata(
         self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 500
     ) -> tuple[list[Manifest], str]:
@@ -439,14 +463,12 @@ class Kube:
         ``selector`` selects, its identity (name, namespace, uid, resourceVersion) and owners
         (ownerReferences, annotations) — no bodies, no managedFields — and the version of the
         listing."""
-        kept = ("name", "namespace", "uid", "resourceVersion", "ownerReferences", "annotations")
         accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
         items: list[Manifest] = []
         version = ""
         async for page in self._pages(kind, namespace, selector, limit, accept):
             for item in page.get("items") or []:
-                meta = item.get("metadata") or {}
-                items.append({"kind": kind, "metadata": {k: meta[k] for k in kept if k in meta}})
+                items.append({"kind": kind, "metadata": identity(item.get("metadata") or {})})
             version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
         return items, version
 
@@ -498,7 +520,7 @@ class Kube:
 
         return await asyncio.get_running_loop().run_in_executor(self._threads, first_event)
 
-    async def watch_metadata(
+    async def watch(
         self,
         kind: str,
         namespace: str | None,
@@ -506,12 +528,14 @@ class Kube:
         resource_version: str,
         *,
         deliver: Callable[[str, Manifest], None],
+        metadata_only: bool = False,
         timeout_s: int = WATCH_TIMEOUT_S,
     ) -> str:
-        """Follow a metadata-only watch (names, uids, labels: no bodies) of ``kind`` from
-        ``resource_version`` until the server ends it, after ``timeout_s``. ``deliver`` hears
-        each event's type and object, in the event loop. Returns the version to go on from; a
-        version too old to resume from raises ApiError 410 (list afresh).
+        """Follow a watch of ``kind`` from ``resource_version`` until the server ends it, after
+        ``timeout_s``. ``deliver`` hears each event's type and object (without managedFields;
+        ``metadata_only``: its identity only, as ``list_metadata`` gives it), in the event loop.
+        Returns the version to go on from; a version too old to resume from raises ApiError
+        410 (list afresh).
 
         The stream is read in a thread of its own (it lasts minutes: a pool thread would be
         taken from the requests), closed if the caller is cancelled."""
@@ -523,12 +547,20 @@ class Kube:
             ("timeoutSeconds", str(timeout_s)),
             ("labelSelector", selector),
         ]
+        accept = METADATA_WATCH if metadata_only else "application/json"
         loop = asyncio.get_running_loop()
         opened: list[HTTPResponse] = []
 
+        def object_of(obj: Manifest) -> Manifest:
+            meta = obj.get("metadata") or {}
+            if metadata_only:
+                return {"kind": kind, "metadata": identity(meta)}
+            meta.pop("managedFields", None)
+            return {**obj, "kind": kind}
+
         def follow() -> str:
             version = resource_version
-            response = self._open_watch(path, query, METADATA_WATCH, (30, timeout_s + 30))
+            response = self._open_watch(path, query, accept, (30, timeout_s + 30))
             opened.append(response)
             try:
                 for line in iter_resp_lines(response):
@@ -540,12 +572,9 @@ class Kube:
                         status = int(obj.get("code") or 500)
                         reason, message = str(obj.get("reason")), str(obj.get("message"))
                         raise ApiError(status, reason, message, "WATCH", path)
-                    meta = obj.get("metadata") or {}
-                    version = str(meta.get("resourceVersion") or version)
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if event.get("type") != "BOOKMARK":
-                        loop.call_soon_threadsafe(
-                            deliver, str(event.get("type")), {"kind": kind, "metadata": meta}
-                        )
+                        loop.call_soon_threadsafe(deliver, str(event.get("type")), object_of(obj))
             except (HTTPError, OSError, ValueError) as raw:
                 raise api_error(raw, "WATCH", path) from raw
             finally:  # closed, not pooled: what is left unread would reach the next call

@@ -114,8 +114,12 @@ class Watching(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if message.startswith(FAILED_ATTEMPT) and FAILED in message:
-            self._failed_at = self.clock()
-            self._failure = message[:PROBLEM_CHARS]
+            self.failed(message)
+
+    def failed(self, why: str) -> None:
+        """A watch request failed (Kopf's, heard in its log, or the controller's own)."""
+        self._failed_at = self.clock()
+        self._failure = why[:PROBLEM_CHARS]
 
     @property
     def problem(self) -> str | None:

@@ -5,7 +5,7 @@ Kopf's watches of the children select our label on the server, so a namesake wit
 invisible to them, and the reconcile read every child the cache lacked before applying it: a
 server-side apply merges into whatever has the name, and a user's object must be seen first
 (ownership.py). Those reads were most of a new Database's (one per Deployment, Service, claim).
-Here, a metadata-only (PartialObjectMetadata) list and watch of each kind, per watched
+Here, a metadata-only (PartialObjectMetadata) list and watch (watches.py) of each kind, per watched
 namespace, selects the complement of the children's selector: the two together see every object
 of the kind, the second with names and uids only. A name is free only while every such watch
 covering its namespace is listed and following; otherwise the reconcile reads, as before.
@@ -20,34 +20,28 @@ can be missed, as one created between a GET and the apply could be: a create rac
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import dataclass, field
 
-from database_operator.kube import ApiError, Kube
-from database_operator.logs import get_logger
+from database_operator.kube import Kube
 from database_operator.manifest import Manifest
+from database_operator.watches import Watch
 
 #: The kinds whose namesakes are followed: the children applied by name.
 KINDS = ("Deployment", "Service", "PersistentVolumeClaim")
-#: Waits before following again after a failure: doubling, capped, spread.
-RETRY_FIRST_S = 0.5
-RETRY_MAX_S = 30.0
 
 
 @dataclass
 class NameWatch:
     """The names one watch holds (one kind, one namespace or all, one selector)."""
 
-    kind: str
-    namespace: str | None
-    selector: str
+    watch: Watch
     #: (namespace, name) -> uid of every object the watch selects.
     names: dict[tuple[str, str], str] = field(default_factory=dict)
-    #: Listed and following: ``names`` is complete, but for events in flight.
-    following: bool = False
 
-    def covers(self, kind: str, namespace: str) -> bool:
-        return kind == self.kind and self.namespace in (None, namespace)
+    def relisted(self, listed: list[Manifest], _: str) -> None:
+        self.names = {}
+        for obj in listed:
+            self.hear("ADDED", obj)
 
     def hear(self, event_type: str, obj: Manifest) -> None:
         meta = obj["metadata"]
@@ -64,7 +58,7 @@ class Namesakes:
 
     def __init__(self, namespaces: list[str | None], selectors: list[str]) -> None:
         self.watches = [
-            NameWatch(kind, namespace, selector)
+            NameWatch(Watch(kind, namespace, selector, metadata_only=True))
             for kind in KINDS
             for namespace in namespaces
             for selector in selectors
@@ -73,44 +67,13 @@ class Namesakes:
     def free(self, kind: str, namespace: str, name: str) -> bool:
         """Whether no such object has the name, as far as every watch covering it is
         following (False when one is not, or none covers it: read it then)."""
-        covering = [watch for watch in self.watches if watch.covers(kind, namespace)]
+        covering = [held for held in self.watches if held.watch.covers(kind, namespace)]
         return bool(covering) and all(
-            watch.following and (namespace, name) not in watch.names for watch in covering
+            held.watch.following and (namespace, name) not in held.names for held in covering
         )
 
     async def follow(self, kube: Kube) -> None:
         """List and watch, for as long as the operator runs."""
-        await asyncio.gather(*(self._follow(kube, watch) for watch in self.watches))
-
-    @staticmethod
-    async def _follow(kube: Kube, watch: NameWatch) -> None:
-        delay = RETRY_FIRST_S
-        while True:
-            try:
-                listed, version = await kube.list_metadata(
-                    watch.kind, watch.namespace, watch.selector
-                )
-                watch.names = {}
-                for obj in listed:
-                    watch.hear("ADDED", obj)
-                watch.following = True
-                while True:  # each watch ends after minutes: made again from where it was
-                    version = await kube.watch_metadata(
-                        watch.kind, watch.namespace, watch.selector, version, deliver=watch.hear
-                    )
-                    delay = RETRY_FIRST_S  # one ran its course: whatever failed before is over
-            except Exception as error:  # whatever it is, reads stand in meanwhile
-                watch.following = False
-                if isinstance(error, ApiError) and error.status == 410:
-                    continue  # too old to resume from: list afresh (routine)
-                get_logger().warning(
-                    "namesake watch failed; reads stand in for it",
-                    kind=watch.kind,
-                    namespace=watch.namespace,
-                    error=str(error) or type(error).__name__,
-                    retry_in_s=round(delay, 2),
-                )
-                await asyncio.sleep(delay * random.uniform(0.8, 1.2))  # noqa: S311
-                delay = min(RETRY_MAX_S, delay * 2)
-            finally:
-                watch.following = False
+        await asyncio.gather(
+            *(held.watch.follow(kube, held.relisted, held.hear) for held in self.watches)
+        )

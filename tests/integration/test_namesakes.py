@@ -38,7 +38,9 @@ async def following(
     namesakes = Namesakes([namespace], unselected_child_selectors(settings))
     task = asyncio.create_task(namesakes.follow(Kube(cluster.api)))
     try:
-        await until(lambda: all(w.following for w in namesakes.watches), 10, "the listings")
+        await until(
+            lambda: all(held.watch.following for held in namesakes.watches), 10, "the listings"
+        )
         await test(namesakes)
     finally:
         task.cancel()
@@ -97,7 +99,7 @@ def test_a_watch_ends_when_the_server_ends_it_with_the_version_to_go_on_from(
         kube = Kube(cluster.api)
         _, listed = await kube.list_metadata("Service", namespace, "a!=b")
         cluster.core.create_namespaced_service(namespace, service("web"))
-        version = await kube.watch_metadata(
+        version = await kube.watch(
             "Service",
             namespace,
             "a!=b",

@@ -148,11 +148,29 @@ async def test_a_database_deleted_while_the_watch_was_away_is_forgotten_by_the_a
 
 
 @synchronously
+async def test_a_relisting_forgets_the_children_deleted_while_the_watch_was_away() -> None:
+    """A watch too old to resume lists afresh (watches.py): what the cache holds and the
+    listing lacks was deleted meanwhile (no event tells), unless written after the listing."""
+    kube, controller = await created()
+    assert controller.watches is not None
+    by_kind = {watch.kind: watch for watch in controller.watches}
+    del kube.objects[("Service", NS, "db")]
+    listed, at = await kube.list_objects("Service", None)
+    controller._relisted(by_kind["Service"])(listed, at)
+    assert controller.children.get("Service", NS, "db") is None
+    deployment = stored(kube, "Deployment") or {}
+    controller._relisted(by_kind["Deployment"])([], "1")  # older than the Deployment held
+    assert controller.children.get("Deployment", NS, "db") == stripped(deployment)
+    assert await process_all(controller) == 1  # woken by the Service's loss: made again
+    assert stored(kube, "Service") is not None
+
+
+@synchronously
 async def test_a_restart_resumes_from_a_fresh_list_with_no_write() -> None:
     kube, _ = await created(storage={"size": "1Gi"})
     writes = len(kube.writes)
-    # A new process: one listing per child kind fills its cache, then Kopf hands over every
-    # Database (event type None).
+    # A new process: each child watch's first listing fills its cache, then Kopf hands over
+    # every Database (event type None).
     second = make(kube)
     await second.prime()
     # The Deployment, the Service, the claim, the credentials and connection Secrets.
@@ -182,11 +200,11 @@ async def test_a_create_reads_only_the_children_it_applies() -> None:
 def following(controller: Controller, *namesakes: dict[str, Any]) -> None:
     """The namesakes' watches have listed and follow, and hold ``namesakes``."""
     assert controller.namesakes is not None
-    for watch in controller.namesakes.watches:
-        watch.following = True
+    for held in controller.namesakes.watches:
+        held.watch.following = True
         for namesake in namesakes:
-            if watch.covers(namesake["kind"], NS):
-                watch.hear("ADDED", namesake)
+            if held.watch.covers(namesake["kind"], NS):
+                held.hear("ADDED", namesake)
 
 
 @synchronously
@@ -228,12 +246,16 @@ async def test_a_namesake_the_watches_know_is_read_and_left_alone() -> None:
 def test_a_name_is_free_only_while_every_watch_covering_it_follows() -> None:
     namesakes = Namesakes(["a", "b"], ["x!=y", "x=y,s!=1"])
     assert not namesakes.free("Service", "a", "db")  # not listed yet
-    for watch in namesakes.watches:
-        watch.following = watch.namespace == "a"
+    for held in namesakes.watches:
+        held.watch.following = held.watch.namespace == "a"
     assert namesakes.free("Service", "a", "db")
     assert not namesakes.free("Service", "b", "db")
     assert not namesakes.free("Secret", "a", "db")  # no watch covers it
-    [second] = [w for w in namesakes.watches if w.covers("Service", "a") and "s!=1" in w.selector]
+    [second] = [
+        held
+        for held in namesakes.watches
+        if held.watch.covers("Service", "a") and "s!=1" in held.watch.selector
+    ]
     users = {"kind": "Service", "metadata": {"name": "db", "namespace": "a", "uid": "u1"}}
     second.hear("ADDED", users)
     assert not namesakes.free("Service", "a", "db")

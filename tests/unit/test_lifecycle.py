@@ -60,6 +60,15 @@ def test_a_failing_watch_request_makes_the_operator_not_ready_until_it_stops_fai
     assert watching.problem == "not served: databases.example.com/v1/databases"
 
 
+def test_a_failing_watch_of_the_operators_own_makes_it_not_ready_the_same_way() -> None:
+    now = [100.0]
+    watching = Watching(clock=lambda: now[0])
+    watching.failed("WATCH /apis/apps/v1/deployments: 403 Forbidden")  # watches.py's report
+    assert "403 Forbidden" in (watching.problem or "")
+    now[0] += FAILING_FOR_S + 0.1
+    assert watching.problem is None
+
+
 def test_kopf_still_words_a_failed_attempt_as_the_readiness_expects() -> None:
     # Read from the installed Kopf's source: a release that rewords it must fail here.
     source = (Path(kopf.__file__).parent / "_cogs" / "clients" / "api.py").read_text()

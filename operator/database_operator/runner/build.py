@@ -88,6 +88,7 @@ def build(settings: Settings, metrics: Metrics) -> Operator:
     else:
         controller.lead(True)
     watching = Watching().following_kopf()
+    controller.watch_failed = watching.failed
     restarts = WatchRestarts(
         WATCHED_RESOURCES, lambda resource: metrics.watch_restarted(resource).inc()
     ).following_kopf()
