@@ -132,6 +132,7 @@ def run_operator(n: int, logs: Path, resync: float | None = None) -> dict[str, A
         wait_resumed(operator, n)
         time.sleep(STEADY_RESYNC_S)
         before, cpu0, reconciles0 = request_totals(api), operator.cpu(), operator.reconciles()
+        skipped0 = operator.metric("database_operator_resyncs_skipped_total")
         time.sleep(STEADY_RESYNC_S * STEADY_PERIODS)
         requests = Requests.between(before, request_totals(api))
         periods = n * STEADY_PERIODS
@@ -140,6 +141,10 @@ def run_operator(n: int, logs: Path, resync: float | None = None) -> dict[str, A
             "writes_per_db_per_resync": requests.writes / periods,
             "reads_per_db_per_resync": requests.reads / periods,
             "reconciles_per_db_per_period": (operator.reconciles() - reconciles0) / periods,
+            "skipped_per_db_per_period": (
+                operator.metric("database_operator_resyncs_skipped_total") - skipped0
+            )
+            / periods,
             "cpu_s_per_period": (operator.cpu() - cpu0) / STEADY_PERIODS,
             "requests": requests.summary(),
         }

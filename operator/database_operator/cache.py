@@ -18,6 +18,8 @@ never in the cache, so whoever reads one asks ``get_live``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from database_operator.api.models import KIND
@@ -28,6 +30,23 @@ from database_operator.ownership import owner_key
 
 #: An object by (kind, namespace, name).
 ObjectKey = tuple[str, str, str]
+
+
+@dataclass
+class LiveReads:
+    """How many reads one reconcile asked of the API server (not of the cache)."""
+
+    count: int = 0
+
+
+#: The counter of the reconcile running in this task (the controller sets a fresh one around
+#: each; the tasks it starts share it). None: nobody counts.
+live_reads: ContextVar[LiveReads | None] = ContextVar("live_reads", default=None)
+
+
+def _read_live() -> None:
+    if (reads := live_reads.get()) is not None:
+        reads.count += 1
 
 
 def stripped(body: Mapping[str, Any]) -> Manifest:
@@ -174,15 +193,18 @@ class CachedKube:
 
     async def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
         if not self.cache.holds(kind):
+            _read_live()
             return await self.live.get(kind, namespace, name)
         return self.cache.get(kind, namespace, name)
 
     async def get_live(self, kind: str, namespace: str, name: str) -> Manifest | None:
+        _read_live()
         return self._keep(await self.live.get(kind, namespace, name))
 
     def list_pages(
         self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
     ) -> AsyncIterator[list[Manifest]]:
+        _read_live()
         return self.live.list_pages(kind, namespace, selector, limit)
 
     async def apply(self, manifest: Manifest, dry_run: bool = False) -> Manifest:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -29,8 +30,10 @@ from database_operator.api.models import KIND, Database, DatabaseStatus, Phase
 from database_operator.backups.controller import BackupController, work_on
 from database_operator.cache import (
     CachedKube,
+    LiveReads,
     ObjectCache,
     ObjectKey,
+    live_reads,
     newer,
     object_key,
     stripped,
@@ -96,6 +99,21 @@ def failure_reason(status: DatabaseStatus) -> str | None:
     return None
 
 
+def is_fixed_point(db: Database, result: Result, reads: LiveReads) -> bool:
+    """Whether running the reconcile again on the same versions of the Database, its children
+    and its backups would do exactly what it just did: nothing. It wrote nothing, ended in no
+    failure, read nothing but the caches (a user's Secret, a namesake, pods are read from the
+    API server: they may have changed unseen), and needs no clock (a backup schedule's due
+    time and retention do; a status's times move only on a change)."""
+    backup = db.spec.backup
+    return (
+        not result.changed
+        and result.result in ("success", "paused")
+        and reads.count == 0
+        and (backup is None or not backup.schedule)
+    )
+
+
 def span_attributes(key: Key, body: Manifest, trigger: str) -> dict[str, str | int]:
     """What a reconcile's root span says about its Database."""
     return {
@@ -134,6 +152,10 @@ class Controller:
     #: resourceVersions): an event that arrives during a reconcile and turns out to be the echo
     #: of its own writes finds nothing new, and costs no second reconcile.
     settled: dict[Key, object] = field(default_factory=dict)
+    #: The Databases whose last reconcile was a fixed point of what the watches deliver: it
+    #: wrote nothing, read nothing of the API server, and needs no clock (no backup schedule).
+    #: While their ``settled`` versions stand, a resync would find the same nothing: skipped.
+    fixed: set[Key] = field(default_factory=set)
     #: Stale reads in a row per Database (see _stale).
     _stale_reads: dict[Key, int] = field(default_factory=dict)
     #: Set while this replica may reconcile: always, or with leader election while it leads.
@@ -232,6 +254,7 @@ class Controller:
             self.active.clear()
             return
         self.settled.clear()
+        self.fixed.clear()
         for key in self.databases:
             self.queue.add(key, "leader")
         self.backups.lead()
@@ -373,8 +396,8 @@ class Controller:
         body = self.databases.get(key)
         if body is None:
             return None
-        if trigger not in SCHEDULED and self.settled.get(key) == self._versions(key, body):
-            return None  # woken by the echo of our own writes: nothing changed since
+        if self._nothing_new(key, body, trigger):
+            return None
         started = time.monotonic()
         deleting = bool(body["metadata"].get("deletionTimestamp"))
         name = "finalize Database" if deleting else "reconcile Database"
@@ -387,7 +410,7 @@ class Controller:
                     await self._finalize(key, body, db)
                     span.set_attribute("reconcile.result", "finalized")
                     return None
-                result = await self._reconcile(key, body, db)
+                result, reads = await self._reconcile(key, body, db)
             except Exception as error:
                 if isinstance(error, NotLeadingError):
                     span.set_attribute("reconcile.result", "not leading")
@@ -406,20 +429,44 @@ class Controller:
             if tracing.enabled() and result.status_wire is not None:
                 old = body.get("status") or {}
                 tracing.add_events(span, tracing.status_events(old, result.status_wire))
-            self.queue.forget(key)
-            self._stale_reads.pop(key, None)
-            if result.gone:
-                self._forget(key)
-                return result
-            if result.waits_for_a_change:
-                # Refused for its spec: re-applying it at every resync would be refused again.
-                # Its next reconcile is the next change to it or a child (a watch event).
-                self.queue.unschedule(key)
-            else:
-                self._schedule_resync(key, result.next_backup)
-            self._record(key, trigger, result, started)
-            self.settled[key] = self._versions(key, self.databases.get(key, body))
+            self._succeeded(key, body, db, result, reads)
+            if not result.gone:
+                self._record(key, trigger, result, started)
             return result
+
+    def _succeeded(
+        self, key: Key, body: Manifest, db: Database, result: Result, reads: LiveReads
+    ) -> None:
+        """After a reconcile that raised nothing: its next one, and what it settled."""
+        self.queue.forget(key)
+        self._stale_reads.pop(key, None)
+        if result.gone:
+            self._forget(key)
+            return
+        if result.waits_for_a_change:
+            # Refused for its spec: re-applying it at every resync would be refused again.
+            # Its next reconcile is the next change to it or a child (a watch event).
+            self.queue.unschedule(key)
+        else:
+            self._schedule_resync(key, result.next_backup)
+        self.settled[key] = self._versions(key, self.databases.get(key, body))
+        if has_finalizer(body) and is_fixed_point(db, result, reads):
+            self.fixed.add(key)
+        else:
+            self.fixed.discard(key)
+
+    def _nothing_new(self, key: Key, body: Manifest, trigger: str) -> bool:
+        """Woken by the echo of our own writes, or due a resync that would do the same nothing
+        as the last reconcile (a fixed point): nothing it reads changed since."""
+        resync_of_fixed = trigger == "resync" and key in self.fixed
+        if trigger in SCHEDULED and not resync_of_fixed:
+            return False
+        if self.settled.get(key) != self._versions(key, body):
+            return False
+        if resync_of_fixed:
+            self.metrics.resyncs_skipped.inc()
+            self._schedule_resync(key)
+        return True
 
     async def _stale(self, key: Key, error: ApiError) -> bool:
         """A write refused because what it was built from changed meanwhile (a conflict, or a
@@ -465,6 +512,7 @@ class Controller:
 
     def _forget(self, key: Key) -> None:
         self.settled.pop(key, None)
+        self.fixed.discard(key)
         self._stale_reads.pop(key, None)
         self.databases.pop(key, None)
         self.queue.discard(key)
@@ -483,7 +531,16 @@ class Controller:
                 return
         self.queue.schedule(key, delay, "resync")
 
-    async def _reconcile(self, key: Key, body: Manifest, db: Database) -> Result:
+    async def _reconcile(self, key: Key, body: Manifest, db: Database) -> tuple[Result, LiveReads]:
+        """The reconcile, and how many reads it asked of the API server."""
+        reads = LiveReads()
+        counting = live_reads.set(reads)
+        try:
+            return await self._reconcile_counted(key, body, db), reads
+        finally:
+            live_reads.reset(counting)
+
+    async def _reconcile_counted(self, key: Key, body: Manifest, db: Database) -> Result:
         confirmed = False
         if not has_finalizer(body):
             body = await add_finalizer(self.client, body)
@@ -576,18 +633,9 @@ class Controller:
                     summary.period.total_seconds() if summary.period else None,
                 ),
             )
-        changed = bool(
-            result.created
-            or result.corrected
-            or result.status_written
-            or result.taken_back
-            or result.removed
-            or result.backups_created
-            or result.backups_deleted
-        )
         # A resync that found nothing to do is routine: DEBUG, so INFO logs show only changes.
         get_logger().log(
-            20 if changed else 10,
+            logging.INFO if result.changed else logging.DEBUG,
             "reconciled",
             namespace=key[0],
             name=key[1],

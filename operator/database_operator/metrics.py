@@ -225,6 +225,12 @@ class Metrics:
             "Writes of a Database's status (only when it changed).",
             registry=self.registry,
         )
+        self.resyncs_skipped = Counter(
+            f"{PREFIX}_resyncs_skipped",
+            "Resyncs skipped: the Database's last reconcile wrote nothing and read only what "
+            "the watches deliver, none of which has changed since.",
+            registry=self.registry,
+        )
         self.drift_corrections = Counter(
             f"{PREFIX}_drift_corrections",
             "Children created or rewritten because they were missing or differed, by kind.",

@@ -103,6 +103,59 @@ async def test_a_steady_resync_reads_nothing() -> None:
     assert kube.reads[reads:] == []  # the Secrets it generated came with the listing too
 
 
+def skipped(controller: Controller) -> float:
+    return (
+        controller.metrics.registry.get_sample_value("database_operator_resyncs_skipped_total")
+        or 0.0
+    )
+
+
+@synchronously
+async def test_a_resync_is_skipped_while_the_last_reconcile_is_a_fixed_point() -> None:
+    """A reconcile that wrote nothing and read only the caches would do the same nothing again
+    on the same versions: the next resync is skipped, and comes back after a change."""
+    kube, controller = await created(storage={"size": "1Gi"})
+    await controller.process((NS, "db"), "resync")  # wrote nothing: a fixed point
+    assert (NS, "db") in controller.fixed
+    writes, reads = len(kube.writes), len(kube.reads)
+    assert await controller.process((NS, "db"), "resync") is None
+    assert skipped(controller) == 1
+    assert (len(kube.writes), len(kube.reads)) == (writes, reads)
+    assert controller.queue._slots[(NS, "db")].trigger == "resync"  # the next one is due
+    # An event that changes nothing it reads (the echo of our write) skips as before; a
+    # child's new version makes the resync a reconcile again.
+    edited = dict(stored(kube, "Service") or {})
+    edited["spec"] = {**edited["spec"], "ports": [{"name": "x", "port": 1}]}
+    controller.child_event("MODIFIED", kube.put(edited))
+    assert await controller.process((NS, "db"), "resync") is not None
+    assert [port["name"] for port in (stored(kube, "Service") or {})["spec"]["ports"]] != ["x"]
+    assert skipped(controller) == 1
+
+
+@synchronously
+async def test_a_resync_is_never_skipped_for_what_the_caches_cannot_tell() -> None:
+    """A user's credentials Secret is read from the API server (no watch tells of its
+    change), and a backup schedule needs the clock: their resyncs always reconcile."""
+    kube = FakeKube()
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "mine", "namespace": NS},
+            "data": {"password": "c2VjcmV0"},
+        }
+    )
+    controller = make(kube)
+    controller.observe(
+        "ADDED", database(kube, engine="redis", credentialsSecretRef={"name": "mine"})
+    )
+    await process_all(controller)
+    for _ in range(3):
+        assert await controller.process((NS, "db"), "resync") is not None
+    assert (NS, "db") not in controller.fixed
+    assert skipped(controller) == 0
+
+
 @synchronously
 async def test_a_child_the_watch_never_delivered_is_found_by_the_audit() -> None:
     kube, controller = await created()

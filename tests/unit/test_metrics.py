@@ -134,6 +134,7 @@ def test_exposition_follows_the_naming_conventions() -> None:
         "database_operator_reconcile_duration_seconds",
         "database_operator_status_updates_total",
         "database_operator_drift_corrections_total",
+        "database_operator_resyncs_skipped_total",
         "database_operator_api_errors_total",
         "database_operator_trace_spans_dropped_total",
         "database_operator_databases",

@@ -48,6 +48,19 @@ class Result:
         return self.body is not None
 
     @property
+    def changed(self) -> bool:
+        """Whether it wrote anything (a child, a list taken back, the status, a backup)."""
+        return bool(
+            self.created
+            or self.corrected
+            or self.status_written
+            or self.taken_back
+            or self.removed
+            or self.backups_created
+            or self.backups_deleted
+        )
+
+    @property
     def waits_for_a_change(self) -> bool:
         """A write was refused (or undone): only a change of the spec or a child can help."""
         failure = self.outcome.failure
