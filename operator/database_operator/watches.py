@@ -10,24 +10,21 @@ events are its children's. They are followed here instead, as are the namesakes'
 
 A watch the server ends (every few minutes) goes on from the version it reached; one too old
 (410 Gone) lists afresh, and the listing replaces what the watch held (an object deleted
-meanwhile brings no event). Any other failure is logged and retried with a growing wait, from
-the same version.
+meanwhile brings no event). Any other failure is logged and retried from the same version, as
+Kopf retries its own (1, 2, 4 s, then every 4 s ± 1: lifecycle.ENDLESS), so that after an API
+server outage of any length the children's events flow again within seconds of its return.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from database_operator.kube import ApiError, Kube
+from database_operator.lifecycle import ENDLESS
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
-
-#: Waits before following again after a failure: doubling, capped, spread.
-RETRY_FIRST_S = 0.5
-RETRY_MAX_S = 30.0
 
 
 @dataclass
@@ -59,11 +56,13 @@ class Watch:
         relisted: Callable[[list[Manifest], str], None],
         heard: Callable[[str, Manifest], None],
         failed: Callable[[str], None] = lambda _: None,
+        backoffs: Iterable[float] = ENDLESS,
     ) -> None:
         """Watch (listing first, unless listed already) until cancelled. ``relisted`` gets
         each complete listing and its version, ``heard`` each event; ``failed`` is told why a
-        request failed."""
-        delay = RETRY_FIRST_S
+        request failed; ``backoffs``: the waits between failed attempts, afresh after each
+        success."""
+        delays = iter(backoffs)
         while True:
             try:
                 if not self.version:
@@ -79,7 +78,7 @@ class Watch:
                         deliver=heard,
                         metadata_only=self.metadata_only,
                     )
-                    delay = RETRY_FIRST_S  # one ran its course: whatever failed before is over
+                    delays = iter(backoffs)  # one ran its course: what failed before is over
             except Exception as error:  # whatever it is, the watch is made again
                 self.following = False
                 if isinstance(error, ApiError) and error.status == 410:
@@ -87,6 +86,7 @@ class Watch:
                     continue
                 why = str(error) or type(error).__name__
                 failed(why)
+                delay = next(delays)
                 get_logger().warning(
                     "watch failed; retrying",
                     kind=self.kind,
@@ -94,7 +94,6 @@ class Watch:
                     error=why,
                     retry_in_s=round(delay, 2),
                 )
-                await asyncio.sleep(delay * random.uniform(0.8, 1.2))  # noqa: S311
-                delay = min(RETRY_MAX_S, delay * 2)
+                await asyncio.sleep(delay)
             finally:
                 self.following = False

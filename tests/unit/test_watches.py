@@ -5,13 +5,11 @@ from the same version."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
-from database_operator import watches
 from database_operator.kube import ApiError
 from database_operator.manifest import Manifest
 from database_operator.watches import Watch
@@ -63,6 +61,7 @@ async def follow(kube: ScriptedKube, watch: Watch, done: Callable[[], bool]) -> 
             ),
             lambda event_type, obj: seen["heard"].append((event_type, obj["metadata"]["name"])),
             seen["failed"].append,
+            backoffs=itertools.repeat(0.001),
         )
     )
     try:
@@ -71,11 +70,6 @@ async def follow(kube: ScriptedKube, watch: Watch, done: Callable[[], bool]) -> 
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     return seen
-
-
-@pytest.fixture(autouse=True)
-def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(watches, "RETRY_FIRST_S", 0.001)
 
 
 @synchronously
