@@ -466,6 +466,7 @@ class Controller:
         if resync_of_fixed:
             self.metrics.resyncs_skipped.inc()
             self._schedule_resync(key)
+            get_logger().debug("resync skipped", namespace=key[0], name=key[1])
         return True
 
     async def _stale(self, key: Key, error: ApiError) -> bool:

@@ -51,6 +51,19 @@ class OperatorProcess:
             and (trigger is None or line.get("trigger") == trigger)
         ]
 
+    def resyncs(self, name: str) -> list[dict[str, Any]]:
+        """The resyncs of ``name`` that came due: reconciled, or skipped as a fixed point (a
+        reconcile that would find what the last one found; logged at DEBUG)."""
+        return [
+            line
+            for line in self.log_lines()
+            if line.get("name") == name
+            and (
+                (line.get("event") == "reconciled" and line.get("trigger") == "resync")
+                or line.get("event") == "resync skipped"
+            )
+        ]
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

@@ -308,7 +308,8 @@ def test_an_api_server_outage_beyond_the_renew_deadline_makes_the_leader_step_do
         stepped_down = "stopped leading" in first.log_text()
         plane.start_apiserver()
         back = datetime.now(UTC)
-        own.patch_db(namespace, "db", {"spec": {"replicas": 1}})
+        # A real change (one read replica), so that a reconcile, not a skipped resync, follows.
+        own.patch_db(namespace, "db", {"spec": {"replicas": 2}})
         wait_for(lambda: converged(own, namespace, ["db"]), timeout=60, what="the change")
 
         def reconciled_after() -> list[tuple[str, datetime]]:

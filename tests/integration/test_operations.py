@@ -54,7 +54,7 @@ def test_every_log_line_is_json_and_reconcile_lines_name_the_object(
 ) -> None:
     cluster.create_db(namespace, "db", {"engine": "redis"})
     wait_for(lambda: observed(cluster.get_db(namespace, "db")), what="the first reconcile")
-    wait_for(lambda: operator.reconciles("db", "resync"), what="a resync")
+    wait_for(lambda: operator.resyncs("db"), what="a resync")
 
     lines = operator.log_lines()  # raises on any line that is not one JSON object
     assert lines
@@ -140,7 +140,7 @@ def test_no_secret_value_reaches_a_log_line_an_event_a_status_or_a_child(
     )
     wait_for(lambda: secret_exists(cluster, namespace, "rd-credentials"), what="rd's new Secret")
     secrets["rd-new"] = secret_values(cluster, namespace, "rd-credentials")
-    wait_for(lambda: len(operator.reconciles("rd", "resync")) >= 2, what="resyncs")
+    wait_for(lambda: len(operator.resyncs("rd")) >= 2, what="resyncs")
 
     haystacks = {
         "operator log": operator.log_text(),

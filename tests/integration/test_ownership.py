@@ -131,7 +131,7 @@ def test_an_unrelated_service_with_the_databases_name_is_left_alone(
     failed = conflict_reported(cluster, namespace, "web")
     assert "Service 'web' exists" in ready_message(failed)
     # Checked again after resyncs: nothing is ever written to it.
-    wait_for(lambda: len(operator.reconciles("web", "resync")) >= 2, what="two resyncs")
+    wait_for(lambda: len(operator.resyncs("web")) >= 2, what="two resyncs")
     after = cluster.core.read_namespaced_service("web", namespace)
     assert after.metadata.resource_version == web.metadata.resource_version
     assert after.spec.selector == {"app": "web"}
@@ -237,7 +237,7 @@ def test_an_edited_user_secret_rolls_the_pods(
     cluster.core.patch_namespaced_secret(
         "app-creds", namespace, {"metadata": {"labels": {"backup": "daily"}}}
     )
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
+    wait_for(lambda: len(operator.resyncs("db")) >= 2, what="two resyncs")
     assert checksum_of(cluster, namespace, "db") == before
     cluster.core.patch_namespaced_secret("app-creds", namespace, {"stringData": {"password": "2"}})
     wait_for(
@@ -289,12 +289,12 @@ def test_an_empty_resources_map_does_not_make_every_resync_write(
     wait_for_status(cluster, namespace, "db", "first reconcile", observed)
     play_kubelet(cluster, namespace, "db")
     wait_for_status(cluster, namespace, "db", "Active", phase_is("Active"))
-    settled = len(operator.reconciles("db", "resync"))
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= settled + 2, what="resyncs")
+    settled = len(operator.resyncs("db"))
+    wait_for(lambda: len(operator.resyncs("db")) >= settled + 2, what="resyncs")
     before = write_requests(cluster)
-    count = len(operator.reconciles("db", "resync"))
+    count = len(operator.resyncs("db"))
     wait_for(
-        lambda: len(operator.reconciles("db", "resync")) >= count + 5,
+        lambda: len(operator.resyncs("db")) >= count + 5,
         timeout=RESYNC_S * 5 + 10,
         what="five more resyncs",
     )

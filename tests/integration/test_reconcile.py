@@ -304,7 +304,7 @@ def test_lost_readiness_degrades_and_recovers_with_exact_transition_times(
     assert after["Degraded"] >= during["Degraded"]
     assert before["Progressing"] == during["Progressing"] == after["Progressing"]
     # A resync with nothing changed moves nothing.
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
+    wait_for(lambda: len(operator.resyncs("db")) >= 2, what="two resyncs")
     assert times(cluster.get_db(namespace, "db")) == after
 
 
@@ -343,7 +343,7 @@ def test_paused_database_changes_no_child_and_says_so(
     assert progressing is not None
     assert (progressing["status"], progressing["reason"]) == ("False", "Paused")
     assert "paused" in progressing["message"]
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
+    wait_for(lambda: len(operator.resyncs("db")) >= 2, what="two resyncs")
     after = cluster.apps.read_namespaced_deployment("db", namespace)
     assert after.metadata.resource_version == before.metadata.resource_version
     assert after.spec.replicas == 1
@@ -385,7 +385,7 @@ def test_missing_credentials_secret_fails_clearly_and_recovers_when_created(
     )
     # No hot loop: resyncs come and go, but nothing is written.
     version = failed["metadata"]["resourceVersion"]
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
+    wait_for(lambda: len(operator.resyncs("db")) >= 2, what="two resyncs")
     assert cluster.get_db(namespace, "db")["metadata"]["resourceVersion"] == version
 
     cluster.create_secret(namespace, "app-creds", {"username": "u"})
@@ -424,7 +424,7 @@ def test_generated_password_is_made_once_and_never_logged(
 
     cluster.patch_db(namespace, "db", {"spec": {"port": 13306}})
     wait_for_status(cluster, namespace, "db", "generation 2", observed)
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
+    wait_for(lambda: len(operator.resyncs("db")) >= 2, what="two resyncs")
     again = cluster.core.read_namespaced_secret("db-credentials", namespace)
     assert again.data == secret.data
     assert again.metadata.resource_version == secret.metadata.resource_version
@@ -555,17 +555,14 @@ def test_steady_state_resyncs_make_no_write_requests(
         play_kubelet(cluster, namespace, name)
         wait_for_status(cluster, namespace, name, "Active", phase_is("Active"))
     # Let the last status write and Kopf's own bookkeeping settle before counting.
-    settled = len(operator.reconciles("db", "resync"))
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= settled + 2, what="resyncs")
+    settled = len(operator.resyncs("db"))
+    wait_for(lambda: len(operator.resyncs("db")) >= settled + 2, what="resyncs")
 
     before = write_requests(cluster)
     assert before.get("PATCH databases/status", 0) > 0, "the counter must see the status writes"
-    resyncs = len(operator.reconciles("db", "resync")) + len(operator.reconciles("cache", "resync"))
+    resyncs = len(operator.resyncs("db")) + len(operator.resyncs("cache"))
     wait_for(
-        lambda: (
-            len(operator.reconciles("db", "resync")) + len(operator.reconciles("cache", "resync"))
-            >= resyncs + 10
-        ),
+        lambda: len(operator.resyncs("db")) + len(operator.resyncs("cache")) >= resyncs + 10,
         timeout=RESYNC_S * 5 + 10,
         what="ten more resyncs",
     )
@@ -584,12 +581,12 @@ def test_a_sub_millicore_request_converges_on_what_the_api_server_stores(
     wait_for_status(cluster, namespace, "db", "first reconcile", observed)
     deployment = cluster.apps.read_namespaced_deployment("db", namespace)
     assert deployment.spec.template.spec.containers[0].resources.requests["cpu"] == "1m"
-    settled = len(operator.reconciles("db", "resync"))
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= settled + 1, what="a resync")
+    settled = len(operator.resyncs("db"))
+    wait_for(lambda: len(operator.resyncs("db")) >= settled + 1, what="a resync")
     before = write_requests(cluster)
-    resyncs = len(operator.reconciles("db", "resync"))
+    resyncs = len(operator.resyncs("db"))
     wait_for(
-        lambda: len(operator.reconciles("db", "resync")) >= resyncs + 5,
+        lambda: len(operator.resyncs("db")) >= resyncs + 5,
         timeout=RESYNC_S * 5 + 10,
         what="five more resyncs",
     )
@@ -654,7 +651,7 @@ def test_a_lost_secret_is_not_regenerated_over_existing_data(
     assert ready is not None
     assert ready["reason"] == "CredentialsSecretLost"
     assert "db-data" in ready["message"]
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
+    wait_for(lambda: len(operator.resyncs("db")) >= 2, what="two resyncs")
     with pytest.raises(client.ApiException) as missing:
         cluster.core.read_namespaced_secret("db-credentials", namespace)
     assert missing.value.status == 404, "the Secret was regenerated"

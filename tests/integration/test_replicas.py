@@ -116,7 +116,7 @@ def test_a_namesake_of_the_read_replicas_is_never_deleted(
     )
     cluster.create_db(namespace, "db", {"engine": "redis"})
     wait_for_status(cluster, namespace, "db", "first reconcile", observed)
-    wait_for(lambda: len(operator.reconciles("db", "resync")) >= 2, what="two resyncs")
+    wait_for(lambda: len(operator.resyncs("db")) >= 2, what="two resyncs")
     assert service_or_none(cluster, namespace, "db-replicas") is not None
 
 

@@ -226,8 +226,8 @@ def unsettled(
             lacking[name] = ("observedGeneration", status.get("observedGeneration"))
         elif ready.get("status") != "True":
             lacking[name] = ("Ready", ready.get("reason"), ready.get("message"))
-        elif len(operator.reconciles(name, "resync")) < RESYNCS:
-            lacking[name] = ("resyncs", len(operator.reconciles(name, "resync")))
+        elif len(operator.resyncs(name)) < RESYNCS:
+            lacking[name] = ("resyncs", len(operator.resyncs(name)))
     return lacking
 
 
