@@ -418,6 +418,31 @@ def test_with_the_operator_down_database_writes_fail_fast_and_clearly(
         assert "connection refused" in refused.stderr
         assert took < configuration.TIMEOUT_S + 10
         assert cluster.get_db(namespace, "before")["metadata"]["name"] == "before"
+        # The match conditions: what neither webhook could change or refuse is never sent —
+        # a label, or the finalizer's removal (operations.md's way out when no operator runs).
+        labelled = kubectl_process(
+            cluster.kubeconfig, "label", "-n", namespace, "database", "before", "team=a"
+        )
+        assert labelled.returncode == 0, labelled.stderr
+        unfinalized = kubectl_process(
+            cluster.kubeconfig,
+            "patch",
+            "-n",
+            namespace,
+            "database",
+            "before",
+            "--type=merge",
+            "-p",
+            '{"metadata":{"finalizers":null}}',
+        )
+        assert unfinalized.returncode == 0, unfinalized.stderr
+        # A spec change is checked (its version is set: the mutating webhook is not called).
+        pinned = cluster.get_db(namespace, "before")["spec"]["version"]
+        spec = {"version": pinned, "podAnnotations": {"team": "a"}}
+        changed = apply(cluster, namespace, database("before", spec))
+        assert changed.returncode != 0
+        assert 'failed calling webhook "validate.databases.example.com"' in changed.stderr
+        assert "mutate" not in changed.stderr
     finally:
         for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
             cluster.kubectl("delete", kind, running.configuration, "--ignore-not-found")

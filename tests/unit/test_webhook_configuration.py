@@ -57,6 +57,21 @@ def test_they_match_databases_of_the_group_in_v1_only() -> None:
     assert entries()["MutatingWebhookConfiguration"]["reinvocationPolicy"] == "Never"
 
 
+def test_only_requests_a_webhook_could_change_or_refuse_are_sent() -> None:
+    """The match conditions (kube-apiserver evaluates them: test_webhooks shows it): the
+    mutating webhook only for an unset version, the validating one for a create, a delete, or
+    an update that changes the spec."""
+    conditions = {
+        kind: [(c["name"], c["expression"]) for c in entry["matchConditions"]]
+        for kind, entry in entries().items()
+    }
+    [(_, mutate)] = conditions["MutatingWebhookConfiguration"]
+    [(_, validate)] = conditions["ValidatingWebhookConfiguration"]
+    assert "object.spec.version == ''" in mutate
+    assert "request.operation != 'UPDATE'" in validate
+    assert "object.spec != oldObject.spec" in validate
+
+
 @pytest.mark.parametrize("watched", [[], ["team-b", "team-a"]])
 def test_never_kube_system_nor_the_operators_namespace(watched: list[str]) -> None:
     for entry in entries(watched).values():

@@ -141,7 +141,9 @@ Rules across fields:
 
 The schema cannot see other objects, the operator's settings or the old object's data, so the
 operator's webhooks (served by every replica; `failurePolicy: Fail`, see
-[operations](operations.md#admission-and-conversion-webhooks)) check:
+[operations](operations.md#admission-and-conversion-webhooks)) check what follows. An update
+that leaves the spec as it was (a label, the finalizer) is not sent to them, and the mutating
+webhook only sees a Database whose `spec.version` is unset.
 
 - **The version is pinned.** At create, an empty `spec.version` is written as the engine's
   default of the operator release that admitted it; an update that empties it keeps the
