@@ -330,10 +330,16 @@ class Controller:
         listing of names and resourceVersions (metadata only: no bodies), a few requests per
         period whatever the number of Databases: what is stale or missing is dropped and its
         Database looked at again (reading it afresh); what is gone is forgotten.
+
+        That is Kopf's watches (the Databases, the DatabaseBackups; the children too with
+        namespace globs). The children's own watches (watches.py) lose nothing: each resumes
+        from the version it reached, and one too old lists afresh and drops what the listing
+        lacks; so their kinds are not listed here (most of the audit's objects, and of its CPU).
         """
+        audited_children = WATCHED_CHILDREN if self.watches is None else ()
         for namespace in self._audited_namespaces():
             await self._audit_databases(namespace)
-            for kind in WATCHED_CHILDREN:
+            for kind in audited_children:
                 await self._audit_children(kind, namespace)
             await self.backups.audit(namespace)
 

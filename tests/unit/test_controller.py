@@ -36,10 +36,14 @@ def events_sink(posted: list[tuple[str, str, str]]) -> Callable[[Manifest], Even
     return for_object
 
 
-def make(kube: FakeKube, posted: list[tuple[str, str, str]] | None = None) -> Controller:
+def make(
+    kube: FakeKube,
+    posted: list[tuple[str, str, str]] | None = None,
+    namespaces: list[str] | None = None,
+) -> Controller:
     controller = Controller(
         cast(Kube, kube),
-        Settings(resync_interval=60, retry_max_delay=8),
+        Settings(resync_interval=60, retry_max_delay=8, namespaces=namespaces or []),
         Metrics(),
         events_sink(posted if posted is not None else []),
     )
