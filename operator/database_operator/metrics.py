@@ -81,6 +81,10 @@ WEBHOOK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 #: The watches whose restarts are counted (lifecycle.WatchRestarts).
 WATCHED_RESOURCES = (PLURAL, BACKUP_PLURAL)
+#: CPython's generations, as label values (the index is the generation).
+GC_GENERATIONS = ("0", "1", "2")
+#: A young collection takes microseconds; a full one, tens of milliseconds (gcpauses.py).
+GC_PAUSE_BUCKETS = (0.0001, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 M = TypeVar("M", bound=MetricWrapperBase)
 
@@ -309,6 +313,14 @@ class Metrics:
             buckets=WEBHOOK_BUCKETS,
             registry=self.registry,
         )
+        self.gc_pauses = Histogram(
+            f"{PREFIX}_gc_pause_seconds",
+            "Time the Python garbage collector stopped the process, by generation (2: a full "
+            "collection; the operator freezes what survives one, so the next is short).",
+            ["generation"],
+            buckets=GC_PAUSE_BUCKETS,
+            registry=self.registry,
+        )
         self.watch_restarts = Counter(
             f"{PREFIX}_watch_restarts",
             "Watches of the operator's resources started again after they ended or failed: "
@@ -324,6 +336,7 @@ class Metrics:
         self.failed = _Children(self.reconcile_failures, FAILURE_REASONS)
         self.webhook_answered = _Children(self.webhook_duration, WEBHOOKS)
         self.watch_restarted = _Children(self.watch_restarts, WATCHED_RESOURCES)
+        self._gc_paused = _Children(self.gc_pauses, GC_GENERATIONS)
         for kind in CHILD_KINDS:
             self.drift_corrections.labels(kind)
         for reason in DROP_REASONS:
@@ -337,6 +350,10 @@ class Metrics:
         other path (a typo, a scanner) is not one."""
         if webhook in WEBHOOKS:
             self.webhook_answered(webhook).observe(seconds)
+
+    def gc_paused(self, generation: int, seconds: float) -> None:
+        """A garbage collection of ``generation`` stopped the process for ``seconds``."""
+        self._gc_paused(GC_GENERATIONS[generation]).observe(seconds)
 
     def serve(self, port: int, address: str = "0.0.0.0") -> None:  # noqa: S104 - a pod's port
         """Serve /metrics from a background thread."""

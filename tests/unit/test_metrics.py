@@ -151,6 +151,7 @@ def test_exposition_follows_the_naming_conventions() -> None:
         "database_operator_workqueue_wait_seconds",
         "database_operator_webhook_duration_seconds",
         "database_operator_watch_restarts_total",
+        "database_operator_gc_pause_seconds",
     }
     assert "_created" not in text
 

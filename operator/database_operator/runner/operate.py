@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 import kopf
 
 from database_operator.config import Settings
+from database_operator.gcpauses import GcPauses
 from database_operator.kube import ApiError, Kube
 from database_operator.leader import LeaderElection, wait_for_earlier_peers
 from database_operator.lifecycle import Supervisor, required_resources
@@ -134,6 +135,9 @@ async def work_once_served(op: Operator, stopping: asyncio.Event) -> None:
     await serve_webhooks()
     with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
         await controller.prime()
+    # What startup made and the primed caches live as long as we do: frozen, out of the
+    # garbage collector's way (gcpauses.py).
+    gc_pauses = asyncio.create_task(GcPauses(op.metrics.gc_paused).run(stopping))
     workers = controller.start(settings.workers)
     campaign = asyncio.create_task(campaign_for(election, settings, stopping)) if election else None
     try:
@@ -150,6 +154,9 @@ async def work_once_served(op: Operator, stopping: asyncio.Event) -> None:
             await campaign  # released: the standby takes over while we finish stopping
         await controller.stop(workers)
         await op.recorder.drain()
+        gc_pauses.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await gc_pauses
 
 
 async def operate(op: Operator, stopping: asyncio.Event, traces: str | bool) -> None:
