@@ -121,6 +121,7 @@ def run_operator(n: int, logs: Path, resync: float | None = None) -> dict[str, A
             "requests": requests.summary(),
         }
         result["latency"] = measure_latency(api, watcher, n, round_=1)
+        result["latency"]["gc_full"] = operator.full_collections()
         rss = operator.rss()
         operator.stop()
 
@@ -149,6 +150,7 @@ def run_operator(n: int, logs: Path, resync: float | None = None) -> dict[str, A
             "requests": requests.summary(),
         }
         result["latency_short_resync"] = measure_latency(api, watcher, n, round_=2)
+        result["latency_short_resync"]["gc_full"] = operator.full_collections()
         rss = max(rss, operator.rss())
         result["peak_rss_mib"] = max(result["create"]["peak_rss_mib"], rss, operator.rss())
         operator.stop()

@@ -121,6 +121,13 @@ class Operator:
     def reconciles(self) -> float:
         return self.metric("database_operator_reconciles_total")
 
+    def full_collections(self) -> dict[str, float]:
+        """Count, p50 and p99 of its full (generation 2) garbage collections' pauses so far."""
+        by_generation = latency_summary(
+            buckets_by(self.metrics(), "database_operator_gc_pause_seconds", "generation")
+        )
+        return by_generation.get("2", {"count": 0.0, "p50_s": 0.0, "p99_s": 0.0})
+
     def webhook_latency(self) -> dict[str, dict[str, float]]:
         """p50/p99 of database_operator_webhook_duration_seconds, by webhook."""
         text = self.metrics()

@@ -19,6 +19,12 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
 
+def collections(pauses: dict[str, float]) -> str:
+    if not pauses["count"]:
+        return "none"
+    return f"{pauses['count']:.0f}, p99 {ms(pauses['p99_s'])}"
+
+
 def markdown(header: list[str], rows: list[list[str]]) -> str:
     """A Markdown table, its first column padded to the widest."""
     width = max(len(cell) for cell in [header[0]] + [row[0] for row in rows])
@@ -89,6 +95,15 @@ def table(
             f"{short['status_p50_s'] * 1000:.0f} ms / {short['status_p95_s'] * 1000:.0f} ms",
         ),
     ]
+    if "gc_full" in short:  # since the operator kept its garbage collector's pauses short
+        rows.append(
+            (
+                "full garbage collections since the restart (count, p99 pause); at resync "
+                f"{s['resync_s']:.0f} s",
+                "-",
+                f"{collections(lat['gc_full'])}; {collections(short['gc_full'])}",
+            )
+        )
     title = f"N = {n:,}"
     if each and len(each) > 1:
         title += f", median of {len(each)} runs"
