@@ -80,7 +80,7 @@ def measure_create(
 ) -> dict[str, Any]:
     """Create N Databases with ``operator`` running: time until each is reconciled, its CPU and
     peak RSS, and the requests per Database (less the bench's own creates)."""
-    before, cpu0 = request_totals(api), operator.cpu()
+    before, cpu0, gc0 = request_totals(api), operator.cpu(), operator.gc_seconds()
     started = create_databases(api, n)
     finished = watcher.wait_reconciled(n, 600)
     time.sleep(2.0)  # what the creates still set off (children's own events)
@@ -88,6 +88,7 @@ def measure_create(
     return {
         "seconds": finished - started,
         "cpu_s": operator.cpu() - cpu0,
+        "gc_s": operator.gc_seconds() - gc0,
         "peak_rss_mib": operator.rss(),
         "writes_per_db": requests.writes / n,
         "events_per_db": requests.events / n,

@@ -121,6 +121,10 @@ class Operator:
     def reconciles(self) -> float:
         return self.metric("database_operator_reconciles_total")
 
+    def gc_seconds(self) -> float:
+        """Seconds its garbage collector has paused it so far, every generation."""
+        return self.metric("database_operator_gc_pause_seconds_sum")
+
     def full_collections(self) -> dict[str, float]:
         """Count, p50 and p99 of its full (generation 2) garbage collections' pauses so far."""
         by_generation = latency_summary(

@@ -52,7 +52,8 @@ def table(
         (
             "client CPU",
             f"{floor['cpu_s']:.1f} s",
-            f"{c['cpu_s']:.1f} s{ratio(c['cpu_s'], floor['cpu_s'])}",
+            f"{c['cpu_s']:.1f} s{ratio(c['cpu_s'], floor['cpu_s'])}"
+            + (f"; {c['gc_s']:.1f} s of it collecting garbage" if "gc_s" in c else ""),
         ),
         (
             "writes per Database on create (+ Events)",
