@@ -83,6 +83,10 @@ def test_scaling_through_the_scale_subresource_changes_the_read_replicas(
     cluster.kubectl("scale", "db/db", "-n", namespace, "--replicas=4")
     wait_for(lambda: read_replicas(cluster, namespace) == 3, what="three read replicas")
     assert cluster.apps.read_namespaced_deployment("db", namespace).spec.replicas == 1
+    wait_for(
+        lambda: "read-only-host" in connection(cluster, namespace),
+        what="the read replicas' entries in the connection Secret",
+    )
 
     # To 0 (hibernate) and back: the read replicas go, the primary's volume stays.
     cluster.kubectl("scale", "db/db", "-n", namespace, "--replicas=0")
@@ -94,6 +98,11 @@ def test_scaling_through_the_scale_subresource_changes_the_read_replicas(
         what="the read replicas' Deployment and Service to go",
     )
     assert cluster.apps.read_namespaced_deployment("db", namespace).spec.replicas == 0
+    # Nor does the connection Secret name them any more.
+    wait_for(
+        lambda: not {"read-only-host", "read-only-uri"} & set(connection(cluster, namespace)),
+        what="the read replicas' entries to leave the connection Secret",
+    )
     cluster.kubectl("scale", "db/db", "-n", namespace, "--replicas=2")
     wait_for(
         lambda: deployment_or_none(cluster, namespace, "db-replicas") is not None,
