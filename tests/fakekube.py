@@ -141,9 +141,14 @@ class FakeKube:
             yield [copy.deepcopy(self.objects[key]) for key in keys[start : start + limit]]
 
     async def list_objects(
-        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
+        self,
+        kind: str,
+        namespace: str | None,
+        selector: str | None = None,
+        limit: int = 250,
+        fields: str = "",
     ) -> tuple[list[Manifest], str]:
-        items, version = await self.list_metadata(kind, namespace, selector)
+        items, version = await self.list_metadata(kind, namespace, selector, fields=fields)
         keys = [(kind, item["metadata"]["namespace"], item["metadata"]["name"]) for item in items]
         return [copy.deepcopy(self.objects[key]) for key in keys], version
 
@@ -153,16 +158,24 @@ class FakeKube:
         raise AssertionError("never set")
 
     async def list_metadata(
-        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 500
+        self,
+        kind: str,
+        namespace: str | None,
+        selector: str | None = None,
+        limit: int = 500,
+        fields: str = "",
     ) -> tuple[list[Manifest], str]:
         self._check("LIST", kind)
         self.reads.append(("LIST", kind, namespace or ""))
         wanted = dict(term.split("=", 1) for term in selector.split(",")) if selector else {}
+        # The one field selector the operator sends: metadata.name=<name>.
+        named = fields.removeprefix("metadata.name=") if fields else None
         items = [
             {"kind": kind, "metadata": copy.deepcopy(obj["metadata"])}
-            for (held_kind, held_namespace, _), obj in self.objects.items()
+            for (held_kind, held_namespace, held_name), obj in self.objects.items()
             if held_kind == kind
             and namespace in (None, held_namespace)
+            and named in (None, held_name)
             and wanted.items() <= (obj["metadata"].get("labels") or {}).items()
         ]
         return items, str(next(self._versions))

@@ -411,10 +411,18 @@ class Kube:
         return False
 
     async def _pages(
-        self, kind: str, namespace: str | None, selector: str | None, limit: int, accept: str
+        self,
+        kind: str,
+        namespace: str | None,
+        selector: str | None,
+        limit: int,
+        accept: str,
+        *,
+        fields: str = "",
     ) -> AsyncIterator[Manifest]:
         """The pages of a listing, ``limit`` objects each, all of one snapshot."""
         query = [("limit", str(limit))] + ([("labelSelector", selector)] if selector else [])
+        query += [("fieldSelector", fields)] if fields else []
         token = ""
         while True:
             page = await self._acall(
@@ -442,14 +450,21 @@ class Kube:
             ]
 
     async def list_objects(
-        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 250
+        self,
+        kind: str,
+        namespace: str | None,
+        selector: str | None = None,
+        limit: int = 250,
+        fields: str = "",
     ) -> tuple[list[Manifest], str]:
-        """Every object of ``kind`` (in ``namespace``, else everywhere) that ``selector``
-        selects, without managedFields, and the version of the listing (to watch from)."""
+        """Every object of ``kind`` (in ``namespace``, else everywhere) that ``selector`` (and
+        the field selector ``fields``) selects, without managedFields, and the version of the
+        listing (to watch from)."""
         api_version = RESOURCES[kind][0].removeprefix("/apis/").removeprefix("/api/")
         items: list[Manifest] = []
         version = ""
-        async for page in self._pages(kind, namespace, selector, limit, "application/json"):
+        pages = self._pages(kind, namespace, selector, limit, "application/json", fields=fields)
+        async for page in pages:
             for item in page.get("items") or []:
                 (item.get("metadata") or {}).pop("managedFields", None)
                 items.append({**item, "kind": kind, "apiVersion": api_version})
@@ -457,16 +472,21 @@ class Kube:
         return items, version
 
     async def list_metadata(
-        self, kind: str, namespace: str | None, selector: str | None = None, limit: int = 500
+        self,
+        kind: str,
+        namespace: str | None,
+        selector: str | None = None,
+        limit: int = 500,
+        fields: str = "",
     ) -> tuple[list[Manifest], str]:
         """Who is there: for every object of ``kind`` (in ``namespace``, else everywhere) that
-        ``selector`` selects, its identity (name, namespace, uid, resourceVersion) and owners
-        (ownerReferences, annotations) — no bodies, no managedFields — and the version of the
-        listing."""
+        ``selector`` (and the field selector ``fields``) selects, its identity (name,
+        namespace, uid, resourceVersion) and owners (ownerReferences, annotations) — no bodies,
+        no managedFields — and the version of the listing."""
         accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
         items: list[Manifest] = []
         version = ""
-        async for page in self._pages(kind, namespace, selector, limit, accept):
+        async for page in self._pages(kind, namespace, selector, limit, accept, fields=fields):
             for item in page.get("items") or []:
                 items.append({"kind": kind, "metadata": identity(item.get("metadata") or {})})
             version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
@@ -529,11 +549,13 @@ class Kube:
         *,
         deliver: Callable[[str, Manifest], None],
         metadata_only: bool = False,
+        fields: str = "",
         timeout_s: int = WATCH_TIMEOUT_S,
     ) -> str:
         """Follow a watch of ``kind`` from ``resource_version`` until the server ends it, after
         ``timeout_s``. ``deliver`` hears each event's type and object (without managedFields;
-        ``metadata_only``: its identity only, as ``list_metadata`` gives it), in the event loop.
+        ``metadata_only``: its identity only, as ``list_metadata`` gives it), in the event loop;
+        ``fields``: a field selector besides the label selector.
         Returns the version to go on from; a version too old to resume from raises ApiError
         410 (list afresh).
 
@@ -546,7 +568,7 @@ class Kube:
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(timeout_s)),
             ("labelSelector", selector),
-        ]
+        ] + ([("fieldSelector", fields)] if fields else [])
         accept = METADATA_WATCH if metadata_only else "application/json"
         loop = asyncio.get_running_loop()
         opened: list[HTTPResponse] = []

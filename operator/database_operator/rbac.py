@@ -107,10 +107,15 @@ LEASE_RULE: Rule = {
 }
 
 
-#: Webhooks on (any certificate mode): the admission quota reads the namespace's annotations.
-#: Namespaces are cluster-scoped, so this needs a ClusterRole even for named namespaces; there it
-#: is narrowed to them by resourceNames.
-WEBHOOK_NAMESPACES_RULE: Rule = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}
+#: Webhooks on (any certificate mode): the admission quota reads the namespaces' annotations, from
+#: a metadata-only watch (webhooks/namespaces.py), or by a read while it is down. Namespaces are
+#: cluster-scoped, so this needs a ClusterRole even for named namespaces; there it is narrowed to
+#: them by resourceNames (a list or watch then names one by its field selector).
+WEBHOOK_NAMESPACES_RULE: Rule = {
+    "apiGroups": [""],
+    "resources": ["namespaces"],
+    "verbs": ["get", "list", "watch"],
+}
 
 #: Self-managed certificates only: the operator writes its CA into the caBundle of its own two
 #: webhook configurations (resourceNames: their name) and of the Database CRD's conversion.

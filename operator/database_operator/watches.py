@@ -36,6 +36,8 @@ class Watch:
     selector: str
     #: Names, uids and owners only (PartialObjectMetadata), not whole objects.
     metadata_only: bool = False
+    #: A field selector besides the label selector (``metadata.name=x``: one object).
+    fields: str = ""
     #: The version to watch from; "" until listed (and after a 410: list again).
     version: str = ""
     #: Listed and watching: what it delivered is complete, but for events in flight.
@@ -47,7 +49,9 @@ class Watch:
     async def list_now(self, kube: Kube) -> list[Manifest]:
         """List what the watch selects, and remember the version to watch from."""
         lister = kube.list_metadata if self.metadata_only else kube.list_objects
-        listed, self.version = await lister(self.kind, self.namespace, self.selector)
+        listed, self.version = await lister(
+            self.kind, self.namespace, self.selector, fields=self.fields
+        )
         return listed
 
     async def follow(
@@ -77,6 +81,7 @@ class Watch:
                         self.version,
                         deliver=heard,
                         metadata_only=self.metadata_only,
+                        fields=self.fields,
                     )
                     delays = iter(backoffs)  # one ran its course: what failed before is over
             except Exception as error:  # whatever it is, the watch is made again

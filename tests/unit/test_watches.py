@@ -31,11 +31,11 @@ class ScriptedKube:
     watched_from: list[str] = field(default_factory=list)
     listed: list[str] = field(default_factory=list)
 
-    async def list_objects(self, *_: Any) -> tuple[list[Manifest], str]:
+    async def list_objects(self, *_: Any, **__: Any) -> tuple[list[Manifest], str]:
         self.listed.append("objects")
         return self.listings.pop(0)
 
-    async def list_metadata(self, *_: Any) -> tuple[list[Manifest], str]:
+    async def list_metadata(self, *_: Any, **__: Any) -> tuple[list[Manifest], str]:
         self.listed.append("metadata")
         return self.listings.pop(0)
 

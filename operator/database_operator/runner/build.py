@@ -80,7 +80,7 @@ def build(settings: Settings, metrics: Metrics) -> Operator:
     registry = register(
         controller,
         kopf.OperatorRegistry(),
-        Admission(kube, settings.image_registries) if webhooks else None,
+        Admission(kube, settings.image_registries, webhooks.namespaces) if webhooks else None,
         webhooks.server if webhooks else None,
     )
     if election is not None:

@@ -36,6 +36,7 @@ from database_operator.desired.workload import image
 from database_operator.engines import ENGINES, Engine, major_version, reserved_key
 from database_operator.kube import ApiError, Kube
 from database_operator.manifest import Manifest
+from database_operator.webhooks.namespaces import NamespaceAnnotations
 
 
 class RefusedError(Exception):
@@ -284,6 +285,9 @@ class Admission:
 
     kube: Kube
     allowed_images: Sequence[str] = ()
+    #: The namespaces' annotations as a watch holds them; None, or one it cannot vouch for:
+    #: read the Namespace.
+    namespaces: NamespaceAnnotations | None = None
 
     async def validate(
         self, operation: str, new: Manifest | None, old: Manifest | None
@@ -334,8 +338,12 @@ class Admission:
     ) -> None:
         if not quota_applies(spec, old_spec):
             return
-        ns = await self.kube.get("Namespace", "", namespace)
-        annotations = ((ns or {}).get("metadata") or {}).get("annotations") or {}
+        held = self.namespaces.of(namespace) if self.namespaces is not None else None
+        if held is not None:
+            annotations = held
+        else:
+            ns = await self.kube.get("Namespace", "", namespace)
+            annotations = ((ns or {}).get("metadata") or {}).get("annotations") or {}
         if MAX_DATABASES not in annotations and MAX_STORAGE not in annotations:
             return
         try:

@@ -38,6 +38,7 @@ from database_operator.webhooks.certificates import (
     new_serving,
     serving_is_current,
 )
+from database_operator.webhooks.namespaces import NamespaceAnnotations
 from database_operator.webhooks.server import OnAnswer, WebhookServer
 
 #: How often the keeper re-checks its certificate files, Secret and caBundles.
@@ -322,13 +323,16 @@ def keeper_for(kube: Kube, settings: Settings) -> Keeper:
 
 
 class WebhookServing:
-    """Serving the webhooks: the server and its certificate's keeper, started before Kopf and
-    stopped after it."""
+    """Serving the webhooks: the server, its certificate's keeper and the namespaces' watch
+    (namespaces.py), started before Kopf and stopped after it."""
 
     def __init__(self, kube: Kube, settings: Settings, on_answer: OnAnswer | None = None) -> None:
+        self.kube = kube
         self.server = WebhookServer(settings.webhook_address, settings.webhook_port, on_answer)
         self.keeper = keeper_for(kube, settings)
+        self.namespaces = NamespaceAnnotations(settings.namespaces)
         self._keeping: asyncio.Task[None] | None = None
+        self._following: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Serve; again after Kopf stopped the server (lifecycle.py runs Kopf anew)."""
@@ -336,10 +340,14 @@ class WebhookServing:
             self._keeping.cancel()
         await self.server.start(await self.keeper.first())
         self._keeping = asyncio.create_task(self.keeper.keep(self.server))
+        if self._following is None:
+            self._following = asyncio.create_task(self.namespaces.follow(self.kube))
 
     async def stop(self) -> None:
-        if self._keeping is not None:
-            self._keeping.cancel()
+        for task in (self._keeping, self._following):
+            if task is not None:
+                task.cancel()
+        self._following = None
         await self.server.stop()
         with contextlib.suppress(ApiError):
             await self.keeper.close()
