@@ -285,9 +285,9 @@ class Admission:
 
     kube: Kube
     allowed_images: Sequence[str] = ()
-    #: The namespaces' annotations as a watch holds them; None, or one it cannot vouch for:
-    #: read the Namespace.
-    namespaces: NamespaceAnnotations | None = None
+    #: The namespaces' annotations as a watch holds them; one it cannot vouch for (or a watch
+    #: never started: the default) is read.
+    namespaces: NamespaceAnnotations = field(default_factory=NamespaceAnnotations)
 
     async def validate(
         self, operation: str, new: Manifest | None, old: Manifest | None
@@ -338,10 +338,8 @@ class Admission:
     ) -> None:
         if not quota_applies(spec, old_spec):
             return
-        held = self.namespaces.of(namespace) if self.namespaces is not None else None
-        if held is not None:
-            annotations = held
-        else:
+        annotations = self.namespaces.of(namespace)
+        if annotations is None:
             ns = await self.kube.get("Namespace", "", namespace)
             annotations = ((ns or {}).get("metadata") or {}).get("annotations") or {}
         if MAX_DATABASES not in annotations and MAX_STORAGE not in annotations:

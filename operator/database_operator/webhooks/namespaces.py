@@ -76,15 +76,16 @@ class NamespaceAnnotations:
 
     @staticmethod
     async def _follow(kube: Kube, held: NamespaceWatch) -> None:
+        """One watch; a first listing RBAC refuses ends it (one warning, no retries, a read
+        per create). Any other failure is the watch's to retry: unlisted, it lists again."""
         try:
             held.relisted(await held.watch.list_now(kube), held.watch.version)
-        except ApiError as error:
-            if error.status == 403:  # RBAC without list/watch on namespaces: read each one
+        except Exception as error:  # all but RBAC's refusal: the watch lists again, and retries
+            if isinstance(error, ApiError) and error.status == 403:
                 get_logger().warning(
                     "cannot watch namespaces; the quota check reads each namespace instead",
                     namespace=held.name,
                     error=str(error),
                 )
                 return
-            held.watch.version = ""  # listed again by the watch, with its retries
         await held.watch.follow(kube, held.relisted, held.hear)
