@@ -53,8 +53,10 @@ Degraded
     otherwise                          False   AsExpected
     =================================  ======  ===============================================
 
-"Primary lost": the primary is rolled out but not ready, and the previous status had it ready
-(or Degraded already said PrimaryUnavailable). "Read replicas lost": rolled out, and ready read
+"Primary lost": the primary's Deployment is at its spec (its controller saw the current
+generation and the wanted pod count; its pod may be rolled out or being replaced) but not ready,
+and the previous status had it ready (or Degraded already said PrimaryUnavailable). A pod
+deleted or crashing is caught even by a reconcile that sees it between two pods. "Read replicas lost": rolled out, and ready read
 replicas fell below min(wanted, the previous ready read replicas), or Degraded already says
 ReplicasUnavailable and they are still below what is wanted. A rollout, a scale-up (more wanted
 than were ever ready) or a scale-down loses nothing.
@@ -137,6 +139,8 @@ class _Deployment:
     updated: int
     ready: int
     available: int
+    #: Its controller saw the current generation, and the pod count is the one wanted.
+    current: bool
     rolled_out: bool
 
     @property
@@ -204,13 +208,13 @@ def _deployment(deployment: dict[str, Any] | None, wanted: int) -> _Deployment:
     generation = _int_at(deployment, "metadata", "generation") or 0
     seen_generation = _int_at(deployment, "status", "observedGeneration")
     updated = _int_at(deployment, "status", "updatedReplicas") or 0
-    rolled_out = (deployment is None and wanted == 0) or (
+    current = (
         deployment is not None
         and seen_generation is not None
         and seen_generation >= generation
         and _int_at(deployment, "spec", "replicas") == wanted
-        and updated == wanted
     )
+    rolled_out = (deployment is None and wanted == 0) or (current and updated == wanted)
     return _Deployment(
         exists=deployment is not None,
         wanted=wanted,
@@ -218,6 +222,7 @@ def _deployment(deployment: dict[str, Any] | None, wanted: int) -> _Deployment:
         updated=updated,
         ready=_int_at(deployment, "status", "readyReplicas") or 0,
         available=_int_at(deployment, "status", "availableReplicas") or 0,
+        current=current,
         rolled_out=rolled_out,
     )
 
@@ -306,8 +311,10 @@ def _still_degraded(previous: DatabaseStatus, reason: Reason) -> bool:
 
 
 def _lost_primary(observed: _Observed, previous: DatabaseStatus) -> bool:
+    # `current`, not `rolled_out`: a lost pod's replacement is not counted as updated until it
+    # exists, and a reconcile that saw that moment must not forget the loss.
     primary = observed.primary
-    if primary.wanted == 0 or not primary.rolled_out or primary.is_ready:
+    if primary.wanted == 0 or not primary.current or primary.is_ready:
         return False
     return bool(previous.primary_ready) or _still_degraded(previous, Reason.PRIMARY_UNAVAILABLE)
 

@@ -330,6 +330,32 @@ def test_a_lost_primary_makes_the_database_not_ready_though_replicas_serve_reads
     assert "the primary is not ready" in condition(lost, "Ready").message
 
 
+def test_a_primary_caught_between_two_pods_is_lost_and_stays_lost_while_it_crashes() -> None:
+    """Seen on a real node: the primary's pod deleted, and one reconcile saw the Deployment with
+    no pod at all (nothing updated yet, at its current generation); the next ones saw the new
+    pod crash-looping. Every one of them must say the primary is lost."""
+    active = active_status()
+    between = Workloads(make_deployment(1, ready=0, updated=0, available=0))
+    gone = compute_status(make_db(), between, active, OK, T1)
+    assert summary(gone) == (
+        Phase.DEGRADED,
+        "False/RollingOut",
+        "True/RollingOut",
+        "True/PrimaryUnavailable",
+    )
+    assert gone.primary_ready is False
+    crashing = compute_status(make_db(), Workloads(make_deployment(ready=0)), gone, OK, T2)
+    assert summary(crashing)[0] == Phase.DEGRADED
+    assert summary(crashing)[3] == "True/PrimaryUnavailable"
+    back = compute_status(make_db(), Workloads(make_deployment()), crashing, OK, T3)
+    assert summary(back) == (
+        Phase.ACTIVE,
+        "True/ReplicasReady",
+        "False/RolloutComplete",
+        "False/AsExpected",
+    )
+
+
 def test_a_rollout_of_the_primary_loses_nothing() -> None:
     active = compute_status(make_db(replicas=3), replicated(), NO_STATUS, OK, T0)
     rolling = Workloads(
