@@ -28,6 +28,10 @@ from database_operator.engines import Engine
 
 #: The role the PostgreSQL replicas connect as.
 REPLICATION_USER = "replicator"
+#: PostgreSQL listens on localhost only unless told otherwise; the official image's sample
+#: config says '*', Debian's does not. Set here, so a pod serves its Service whatever the image.
+#: Before the user's settings: the last ``-c`` of a name wins (the recipe tests narrow it).
+LISTEN_EVERYWHERE = ("-c", "listen_addresses=*")
 #: The pg_hba.conf line that lets it stream from any address, with a password.
 PG_HBA_REPLICATION = f"host replication {REPLICATION_USER} all scram-sha-256"
 
@@ -74,7 +78,7 @@ until rm -rf "${{PGDATA:?}}"/* && pg_basebackup -h "$PRIMARY_HOST" -p "$PRIMARY_
   echo "waiting for the primary at $PRIMARY_HOST:$PRIMARY_PORT" >&2
   sleep 2
 done
-exec postgres -D "$PGDATA" -c hot_standby=on "$@"
+exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVERYWHERE[1]}' "$@"
 """
 
 
@@ -83,7 +87,7 @@ def primary(engine: Engine, *, port: int, data_dir: str, settings: list[str]) ->
     if engine is Engine.POSTGRES:
         return Recipe(
             command=None,
-            args=["postgres", *settings],
+            args=["postgres", *LISTEN_EVERYWHERE, *settings],
             env={"PGPORT": str(port)},
             post_start=["sh", "-c", POSTGRES_PRIMARY_SETUP],
         )

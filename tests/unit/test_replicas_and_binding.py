@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from database_operator import desired
+from database_operator import desired, replication
 from database_operator.api.models import Database
 from database_operator.desired.workload import container, settings
 from database_operator.engines import parameter_args, reserved_key
@@ -110,7 +110,7 @@ def test_parameters_go_on_the_command_line_the_engines_way(
 def test_parameters_reach_primary_and_replicas_and_kubelet_references_stay_literal() -> None:
     db = make_db(replicas=2, parameters={"application_name": "$(POSTGRES_PASSWORD)"})
     assert settings(db) == ["-c", "application_name=$$(POSTGRES_PASSWORD)"]
-    assert container(db)["args"] == ["postgres", *settings(db)]
+    assert container(db)["args"] == ["postgres", *replication.LISTEN_EVERYWHERE, *settings(db)]
     replicas = desired.replicas_deployment(db)
     assert replicas is not None
     assert replicas["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == settings(db)

@@ -121,13 +121,22 @@ def liveness_probe(db: Database) -> Manifest:
 
 
 def pod_security_context(db: Database) -> Manifest:
-    """Run as the UID the official image is built for; fsGroup makes the volume writable."""
+    """Run as the UID the official image is built for; fsGroup makes the volume writable.
+
+    ``OnRootMismatch``: the kubelet gives the volume to the group once, while its root is not
+    yet the group's, instead of at every mount. Otherwise each new pod makes every file on it
+    group-writable again, and PostgreSQL refuses to start on a data directory that is not 0700
+    or 0750 (seen on a real node when the primary's pod was replaced); the official image's
+    entrypoint happens to chmod it back at each start, which no other image need do. Also
+    spares a large volume the recursive walk at each start.
+    """
     uid = engine_facts(db).uid
     return {
         "runAsNonRoot": True,
         "runAsUser": uid,
         "runAsGroup": uid,
         "fsGroup": uid,
+        "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
