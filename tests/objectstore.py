@@ -67,12 +67,15 @@ def identities(access_key: str, secret_key: str) -> dict[str, object]:
     }
 
 
-def command(workdir: Path, ports: dict[str, int], s3_config: Path) -> list[str]:
-    """The `weed mini` command line: loopback only, data under ``workdir``."""
+def command(
+    workdir: Path, ports: dict[str, int], s3_config: Path, address: str = "127.0.0.1"
+) -> list[str]:
+    """The `weed mini` command line: on ``address`` only (loopback by default), data under
+    ``workdir``."""
     flags = {
         "dir": str(workdir / "data"),
-        "ip": "127.0.0.1",
-        "ip.bind": "127.0.0.1",
+        "ip": address,
+        "ip.bind": address,
         **ports,
         "s3.config": str(s3_config),
         "master.volumeSizeLimitMB": VOLUME_SIZE_MB,
@@ -100,7 +103,7 @@ def command(workdir: Path, ports: dict[str, int], s3_config: Path) -> list[str]:
 class ObjectStore:
     """A running store and the one identity that may use it."""
 
-    endpoint: str  # http://127.0.0.1:PORT
+    endpoint: str  # http://ADDRESS:PORT
     access_key: str
     secret_key: str
     region: str = REGION
@@ -172,16 +175,17 @@ def _wait_until_answering(
 
 
 @contextmanager
-def object_store(workdir: Path) -> Iterator[ObjectStore]:
-    """SeaweedFS on loopback with a generated access key, its data and log (weed.log) in
-    ``workdir``; stopped on exit, and killed by the kernel if the test process dies first."""
+def object_store(workdir: Path, address: str = "127.0.0.1") -> Iterator[ObjectStore]:
+    """SeaweedFS on ``address`` (loopback by default; the host's own address for pods on a real
+    node) with a generated access key, its data and log (weed.log) in ``workdir``; stopped on
+    exit, and killed by the kernel if the test process dies first."""
     if not BINARY.is_file():
         raise FileNotFoundError(f"{BINARY} is missing: run `make seaweedfs`")
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "data").mkdir(exist_ok=True)
     ports = {name: free_port() for name in PORTS}
     store = ObjectStore(
-        endpoint=f"http://127.0.0.1:{ports['s3.port']}",
+        endpoint=f"http://{address}:{ports['s3.port']}",
         access_key="AK" + secrets.token_hex(9).upper(),
         secret_key=secrets.token_urlsafe(30),
     )
@@ -195,7 +199,7 @@ def object_store(workdir: Path) -> Iterator[ObjectStore]:
     log_path = workdir / "weed.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            command(workdir, ports, s3_config),
+            command(workdir, ports, s3_config, address),
             cwd=workdir,
             env=env,
             stdin=subprocess.DEVNULL,
