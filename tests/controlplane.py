@@ -59,6 +59,10 @@ def kube_version() -> str:
 CONTROL_PLANE = ("etcd", "kube-apiserver")
 #: The full local cluster adds these (built by `make envtest FULL=1`).
 FULL_CLUSTER = ("kube-controller-manager", "kube-scheduler", "kwok")
+#: The real-node tier's control plane adds these (its node is tests/realnode.py's).
+CONTROLLERS = ("kube-controller-manager", "kube-scheduler")
+#: The real node's pod network: the controller-manager gives each node a /24 of it.
+CLUSTER_CIDR = "10.244.0.0/16"
 
 
 def find_binary(name: str) -> Path:
@@ -276,12 +280,19 @@ class ControlPlane:
     ``cpus`` (a ``taskset`` CPU list, e.g. "0") pins every process of it to those CPUs, so a
     benchmark can keep them off the cores its clients measure on; None: wherever the kernel puts
     them.
+    ``real`` is the control plane of a real node (tests/realnode.py): the controller-manager and
+    the scheduler without kwok, the API server listening on every address and advertising
+    ``host_ip`` (pods reach it through the ``kubernetes`` Service), the Node authorizer and
+    NodeRestriction for the kubelet, a client certificate to the kubelet (logs, exec), and the
+    controller-manager allocating node CIDRs.
     """
 
     workdir: Path
     detached: bool = False
     full: bool = False
     cpus: str | None = None
+    real: bool = False
+    host_ip: str = "127.0.0.1"
     etcd_port: int = field(default_factory=free_port)
     etcd_peer_port: int = field(default_factory=free_port)
     secure_port: int = field(default_factory=free_port)
@@ -308,11 +319,19 @@ class ControlPlane:
     def state_file(self) -> Path:
         return self.workdir / "controlplane.json"
 
+    @property
+    def components(self) -> tuple[str, ...]:
+        if self.real:
+            return CONTROL_PLANE + CONTROLLERS
+        return CONTROL_PLANE + (FULL_CLUSTER if self.full else ())
+
     def start(self) -> ControlPlane:
-        binary = {
-            name: str(find_binary(name))
-            for name in CONTROL_PLANE + (FULL_CLUSTER if self.full else ())
-        }
+        if self.full and not self.real:
+            from tests.realnode import real_node_running
+
+            if conflict := real_node_running(any_kubelet=False):
+                raise RuntimeError(f"cannot start a kwok cluster beside a real node: {conflict}")
+        binary = {name: str(find_binary(name)) for name in self.components}
         self.workdir.mkdir(parents=True, exist_ok=True)
         pki = make_pki(self.workdir / "pki")
         (self.workdir / "logs").mkdir(exist_ok=True)
@@ -334,14 +353,14 @@ class ControlPlane:
         self._apiserver_argv = [
             binary["kube-apiserver"],
             f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={'0.0.0.0' if self.real else '127.0.0.1'}",  # noqa: S104
+            f"--advertise-address={self.host_ip if self.real else '127.0.0.1'}",
             f"--secure-port={self.secure_port}",
             f"--cert-dir={self.workdir / 'pki'}",
             f"--tls-cert-file={pki.serving_cert}",
             f"--tls-private-key-file={pki.serving_key}",
             f"--client-ca-file={pki.ca}",
-            "--authorization-mode=RBAC",
+            f"--authorization-mode={'Node,RBAC' if self.real else 'RBAC'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
@@ -349,7 +368,18 @@ class ControlPlane:
             "--allow-privileged=true",
             # Without a controller-manager nothing creates the ServiceAccounts that this
             # admission plugin insists on; the full cluster has one.
-            *([] if self.full else ["--disable-admission-plugins=ServiceAccount"]),
+            *([] if self.full or self.real else ["--disable-admission-plugins=ServiceAccount"]),
+            *(
+                [
+                    "--enable-admission-plugins=NodeRestriction",
+                    f"--kubelet-client-certificate={pki.admin_cert}",
+                    f"--kubelet-client-key={pki.admin_key}",
+                    # The node's name does not resolve on the host: dial its address.
+                    "--kubelet-preferred-address-types=InternalIP,Hostname",
+                ]
+                if self.real
+                else []
+            ),
             "--v=0",
         ]
         self._spawn("kube-apiserver", self._apiserver_argv)
@@ -357,7 +387,7 @@ class ControlPlane:
         self._save_state()
         try:
             self._wait_ready(pki)
-            if self.full:
+            if self.full or self.real:
                 self._start_full_cluster(binary, pki)
         except BaseException:
             self.stop()
@@ -394,14 +424,27 @@ class ControlPlane:
                 f"--root-ca-file={pki.ca}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--use-service-account-credentials=false",
-                # nodelifecycle lifts the not-ready taint once kwok reports the node Ready.
-                "--controllers=*,-nodeipam,-cloud-node-lifecycle",
+                # nodelifecycle lifts the not-ready taint once the node reports Ready; nodeipam
+                # gives a real node its podCIDR (kwok's pods get addresses from kwok).
+                *(
+                    [
+                        "--controllers=*,-cloud-node-lifecycle",
+                        "--allocate-node-cidrs",
+                        f"--cluster-cidr={CLUSTER_CIDR}",
+                        "--node-cidr-mask-size=24",
+                    ]
+                    if self.real
+                    else ["--controllers=*,-nodeipam,-cloud-node-lifecycle"]
+                ),
                 # Fast: a demo and its tests wait on these loops.
                 "--concurrent-deployment-syncs=5",
                 "--concurrent-replicaset-syncs=5",
             ],
         )
         self._spawn("kube-scheduler", component("kube-scheduler"))
+        if self.real:
+            self._save_state()
+            return
         self._spawn(
             "kwok",
             [
@@ -540,7 +583,11 @@ def temporary_control_plane() -> Iterator[ControlPlane]:
 # --- make cluster-up / cluster-down -------------------------------------------------------------
 
 
-def cluster_up(workdir: Path, full: bool = False) -> int:
+def cluster_up(workdir: Path, full: bool = False, real: bool = False) -> int:
+    if real:  # it refuses while anything runs, and first restores what a killed run left
+        from tests.realnode import cluster_up as real_cluster_up
+
+        return real_cluster_up(workdir)
     state = workdir / "controlplane.json"
     if state.exists():
         print(f"a control plane already runs from {workdir} (make cluster-down stops it)")
@@ -548,7 +595,11 @@ def cluster_up(workdir: Path, full: bool = False) -> int:
     # A previous run's data and certificates are not reused: every cluster-up starts empty.
     for stale in ("etcd", "pki", "logs"):
         shutil.rmtree(workdir / stale, ignore_errors=True)
-    plane = ControlPlane(workdir, detached=True, full=full).start()
+    try:
+        plane = ControlPlane(workdir, detached=True, full=full).start()
+    except RuntimeError as error:  # a real node runs, or a component did not start
+        print(error)
+        return 1
     try:
         crds = install_crds(plane.kubeconfig)
         if full:
@@ -564,6 +615,11 @@ def cluster_up(workdir: Path, full: bool = False) -> int:
 
 
 def cluster_down(workdir: Path) -> int:
+    from tests.realnode import cluster_down as real_cluster_down
+
+    real = real_cluster_down(workdir)  # a real node's, or a killed run's leftovers
+    if real is not None:
+        return real
     state = workdir / "controlplane.json"
     if not state.exists():
         print(f"no control plane runs from {workdir}")
@@ -706,8 +762,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--full", action="store_true", help="add controller-manager, scheduler, kwok"
     )
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="a real node instead: containerd, kubelet, kube-proxy, CoreDNS (tests/realnode.py)",
+    )
     args = parser.parse_args(argv)
-    return cluster_up(args.dir, args.full) if args.command == "up" else cluster_down(args.dir)
+    if args.command == "up":
+        return cluster_up(args.dir, args.full, args.real)
+    return cluster_down(args.dir)
 
 
 if __name__ == "__main__":

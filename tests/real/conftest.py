@@ -1,0 +1,86 @@
+"""The real-node tier: a control plane and a real node on this host (tests/realnode.py), so pods
+really run in containers, Services really route, DNS really resolves and volumes really mount.
+
+It needs root and the host's kernel features (`python -m tests.realnode check` lists what is
+missing), so it only runs when asked for: `make e2e-real` (``pytest -m real``), or a path under
+tests/real/ on the command line. Every other run deselects it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import Cluster, connected, wait_for
+from tests.controlplane import ROOT
+from tests.realnode import RealCluster, build_images
+from tests.realnode import real_cluster as running_real_cluster
+
+HERE = Path(__file__).resolve().parent
+#: Fixed, so that a killed session's leftovers are found (and restored) by the next start; the
+#: logs stay there until then.
+WORKDIR = ROOT / ".local" / "real-tests"
+
+
+def _asked_for(config: pytest.Config) -> bool:
+    if "real" in (config.option.markexpr or ""):
+        return True
+    for arg in config.args:
+        path = Path(arg.split("::")[0]).resolve()
+        if path == HERE or HERE in path.parents:
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    ours = [item for item in items if HERE in item.path.parents]
+    for item in ours:
+        item.add_marker(pytest.mark.real)
+    if ours and not _asked_for(config):
+        config.hook.pytest_deselected(items=ours)
+        items[:] = [item for item in items if HERE not in item.path.parents]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the images (hack/images/, cached) before the first test: a first build takes
+    minutes, which must not count against that test's timeout."""
+    if session.config.option.collectonly:
+        return
+    if any(HERE in item.path.parents for item in session.items):
+        build_images()
+
+
+@pytest.fixture(scope="session")
+def real_node() -> Iterator[RealCluster]:
+    """The control plane and the real node, for the whole session: ``.node_name``,
+    ``.host_ip``, ``.images`` (hack/images name -> reference), ``.kubeconfig``, ``.url``,
+    ``.logs`` (component -> log file), ``.ctr()``. The host is restored after."""
+    # No CRDs: the chart installs them, as it does for users.
+    with running_real_cluster(WORKDIR, crds=False) as node:
+        yield node
+
+
+@pytest.fixture(scope="session")
+def real_cluster(real_node: RealCluster) -> Iterator[Cluster]:
+    """The real node's cluster as the other tiers' tests hold it."""
+    assert real_node.plane is not None
+    with connected(real_node.plane) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def real_namespace(real_cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace for one test; the namespace controller removes it and its pods after."""
+    with real_cluster.scratch_namespace("real") as name:
+        # The ServiceAccount admission turns pods away until the controller made "default".
+        wait_for(
+            lambda: (
+                real_cluster.core.list_namespaced_service_account(
+                    name, field_selector="metadata.name=default"
+                ).items
+            ),
+            timeout=30,
+            what=f"ServiceAccount {name}/default",
+        )
+        yield name
