@@ -84,7 +84,9 @@ MB = 1_000_000
 CONTAINER_TIMEOUT_S = 300
 #: How the image's entrypoint sources a *.sh file of /docker-entrypoint-initdb.d (not
 #: executable: the restore container writes it with printf): in its own shell, under its flags.
-SOURCE_INIT_SCRIPT = ["bash", "-c", 'set -Eeo pipefail; . "$0"']
+#: POSIX sh, not the official images' bash: an image's entrypoint may be either, and the loaders
+#: must work under both (MySQL's once began with bash's `set -o pipefail`).
+SOURCE_INIT_SCRIPT = ["sh", "-c", 'set -e; . "$0"']
 
 
 # --- a built Job, run on this machine ------------------------------------------------------------

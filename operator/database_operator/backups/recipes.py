@@ -117,13 +117,21 @@ echo "database-operator: restored $RESTORE_FILE"
 exit 0
 """
 
-# MySQL: likewise, against the temporary server on $SOCKET (set by the entrypoint).
+# MySQL: likewise, against the temporary server on $SOCKET (set by the entrypoint). POSIX sh:
+# an entrypoint may source it from sh, which has no pipefail, so each side of the pipe records
+# its own failure (a truncated stream must not pass for a whole dump).
 MYSQL_LOADER = (
-    "set -o pipefail\n"
-    + _MYSQL_OPTION_FILE
+    _MYSQL_OPTION_FILE
     + """\
-gzip -dc "$RESTORE_FILE" \\
-  | mysql --defaults-extra-file="$cnf" --protocol=socket --socket="$SOCKET" "$MYSQL_DATABASE"
+failed="$(mktemp)"
+trap 'rm -f "$cnf" "$failed"' EXIT
+{ gzip -dc "$RESTORE_FILE" || echo "gzip -dc" >> "$failed"; } \\
+  | { mysql --defaults-extra-file="$cnf" --protocol=socket --socket="$SOCKET" "$MYSQL_DATABASE" \\
+      || echo mysql >> "$failed"; }
+if [ -s "$failed" ]; then
+  echo "database-operator: restoring $RESTORE_FILE failed in: $(cat "$failed")" >&2
+  exit 1
+fi
 mysqladmin --defaults-extra-file="$cnf" --protocol=socket --socket="$SOCKET" shutdown
 echo "database-operator: restored $RESTORE_FILE"
 exit 0
