@@ -151,8 +151,8 @@ e2e-real: install tools envtest-real node-packages images ## The real-node tier 
 	$(VENV)/bin/pytest -m real $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint typecheck install tools envtest-full prometheus engines jaeger chainsaw-binary crane seaweedfs ## Everything: lint, typecheck, unit and integration tests.
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+test: lint typecheck install tools envtest-full prometheus engines jaeger chainsaw-binary crane seaweedfs node-packages image-tools ## Everything: lint, typecheck; unit, integration, e2e and Chainsaw tests while the real node's images build; then the real-node tier.
+	hack/test.sh $(PYTEST_ARGS)
 
 FAULTS_SCALE ?= 10
 PROPERTY_EXAMPLES ?= 400

@@ -14,8 +14,10 @@ import pytest
 
 from tests.cluster import Cluster, connected, wait_for
 from tests.controlplane import ROOT
+from tests.objectstore import ObjectStore, object_store
 from tests.realnode import RealCluster, build_images
 from tests.realnode import real_cluster as running_real_cluster
+from tests.realpods import Release, Samples, apply_samples, install_operator
 
 HERE = Path(__file__).resolve().parent
 #: Fixed, so that a killed session's leftovers are found (and restored) by the next start; the
@@ -84,3 +86,49 @@ def real_namespace(real_cluster: Cluster) -> Iterator[str]:
             what=f"ServiceAccount {name}/default",
         )
         yield name
+
+
+# --- the operator, installed as users install it, and what the stories share ------------------
+
+
+@pytest.fixture(scope="session")
+def images(real_node: RealCluster) -> dict[str, str]:
+    """hack/images name -> the reference imported on the node."""
+    return dict(real_node.images)
+
+
+@pytest.fixture(scope="session")
+def operator_release(real_cluster: Cluster, images: dict[str, str]) -> Iterator[Release]:
+    """The chart (`helm install`) with the operator's own image, built from the Dockerfile: two
+    replicas, leader election, the webhooks behind their Service with the chart's certificates,
+    and an image policy (only localhost/ images, which are this host's). Every Database test of
+    the tier runs against it."""
+    release = install_operator(
+        real_cluster, images["operator"], "webhook.imageRegistries={localhost/}"
+    )
+    yield release
+    for pod in release.pods():
+        text = release.logs(pod.metadata.name, tail=100_000)
+        (WORKDIR / "logs" / f"{pod.metadata.name}.log").write_text(text)
+
+
+@pytest.fixture(scope="session")
+def samples(real_cluster: Cluster, operator_release: Release, images: dict[str, str]) -> Samples:
+    """config/samples in the namespace "samples", on this host's images, every one Active."""
+    real_cluster.kubectl("create", "namespace", "samples")
+    return apply_samples(real_cluster, "samples", images)
+
+
+@pytest.fixture(scope="session")
+def host_store(
+    real_node: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ObjectStore]:
+    """SeaweedFS on the host's own address, where the backup Jobs' pods reach it."""
+    with object_store(tmp_path_factory.mktemp("objectstore"), address=real_node.host_ip) as store:
+        yield store
+
+
+@pytest.fixture
+def user_namespace(real_namespace: str, operator_release: Release) -> str:
+    """A fresh namespace of a user's, on a cluster where the operator runs."""
+    return real_namespace

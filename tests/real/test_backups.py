@@ -1,0 +1,184 @@
+"""Backups for real: the backup Job runs the engine's own tool against the running database and
+its agent (the operator's image) stores the dump in SeaweedFS on the host; a Database restored
+from it holds the same rows and keys, for all three engines; a schedule's retention deletes the
+stored objects of the backups it lets go."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from tests.cluster import Cluster, wait_for
+from tests.objectstore import ObjectStore
+from tests.realpods import client_pod, on_local_images, until_answers, wait_active
+
+BACKUP_TIMEOUT_S = 180.0
+
+
+@pytest.fixture
+def bucket(host_store: ObjectStore, real_cluster: Cluster, user_namespace: str) -> dict[str, Any]:
+    """A bucket of this test's, the Secret with the store's key in the namespace, and the
+    destination that names both."""
+    name = f"backups-{user_namespace}"
+    host_store.create_bucket(name)
+    real_cluster.create_secret(
+        user_namespace,
+        "backup-credentials",
+        {
+            "AWS_ACCESS_KEY_ID": host_store.access_key,
+            "AWS_SECRET_ACCESS_KEY": host_store.secret_key,
+        },
+    )
+    return {
+        "s3": {
+            "endpoint": host_store.endpoint,
+            "bucket": name,
+            "path": "real",
+            "credentialsSecretRef": {"name": "backup-credentials"},
+        }
+    }
+
+
+def create(
+    cluster: Cluster, namespace: str, name: str, images: dict[str, str], **spec: Any
+) -> None:
+    body = on_local_images({"metadata": {"name": name}, "spec": spec}, images)
+    cluster.create_db(namespace, name, body["spec"])
+
+
+def wait_backup(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    def finished() -> dict[str, Any] | None:
+        found = cluster.get_backup(namespace, name)
+        phase = (found.get("status") or {}).get("phase")
+        return found if phase in ("Completed", "Failed") else None
+
+    backup = wait_for(finished, timeout=BACKUP_TIMEOUT_S, interval=1, what=f"backup {name}")
+    assert backup["status"]["phase"] == "Completed", backup["status"]
+    return backup
+
+
+POSTGRES_FINGERPRINT = (
+    "SELECT count(*) || ':' || md5(string_agg(id || '=' || item, ',' ORDER BY id)) FROM orders"
+)
+MYSQL_FINGERPRINT = (
+    "SELECT CONCAT(COUNT(*), ':', MD5(GROUP_CONCAT(sku, '=', qty ORDER BY sku))) FROM stock"
+)
+REDIS_FILL = "for i = 1, 5000 do redis.call('SET', 'key:' .. i, 'value-' .. i) end return 1"
+REDIS_FINGERPRINT = (
+    "local s = '' for i = 1, 5000, 499 do s = s .. redis.call('GET', 'key:' .. i) end return s"
+)
+
+
+def test_a_backup_of_each_engine_restores_the_same_rows_and_keys_into_a_new_database(
+    real_cluster: Cluster,
+    user_namespace: str,
+    images: dict[str, str],
+    bucket: dict[str, Any],
+    host_store: ObjectStore,
+) -> None:
+    ns = user_namespace
+    policy = {"destination": bucket}
+    for name, engine in (("pg", "postgres"), ("my", "mysql"), ("kv", "redis")):
+        create(
+            real_cluster, ns, name, images, engine=engine, storage={"size": "1Gi"}, backup=policy
+        )
+    for name in ("pg", "my", "kv"):
+        wait_active(real_cluster, ns, name)
+
+    fingerprints: dict[str, str] = {}
+    with client_pod(real_cluster, ns, images["postgresql"], "pg-connection", "pg") as pg:
+        pg.psql("CREATE TABLE orders (id int PRIMARY KEY, item text)")
+        pg.psql("INSERT INTO orders SELECT i, 'item ' || i FROM generate_series(1, 20000) i")
+        pg.psql("CREATE VIEW big_orders AS SELECT * FROM orders WHERE id > 19990")
+        fingerprints["pg"] = pg.psql(POSTGRES_FINGERPRINT)
+    with client_pod(real_cluster, ns, images["mariadb"], "my-connection", "my") as my:
+        until_answers(lambda: my.mysql("SELECT 1"), what="MySQL through its Service")
+        my.mysql("CREATE TABLE stock (sku varchar(20) PRIMARY KEY, qty int)")
+        my.mysql(
+            "INSERT INTO stock SELECT CONCAT('sku-', seq), seq FROM seq_1_to_3000"
+        )  # MariaDB's sequence engine
+        fingerprints["my"] = my.mysql(MYSQL_FINGERPRINT)
+    with client_pod(real_cluster, ns, images["redis"], "kv-connection", "kv") as kv:
+        kv.redis("EVAL", REDIS_FILL, "0")
+        assert kv.redis("DBSIZE") == "5000"
+        fingerprints["kv"] = kv.redis("EVAL", REDIS_FINGERPRINT, "0")
+
+    for name in ("pg", "my", "kv"):
+        real_cluster.create_backup(ns, f"{name}-1", {"database": name})
+    stored = {}
+    for name in ("pg", "my", "kv"):
+        status = wait_backup(real_cluster, ns, f"{name}-1")["status"]
+        data = host_store.get(bucket["s3"]["bucket"], status["location"])
+        # What the status says is what the store holds, byte for byte.
+        assert status["size"] == len(data) > 0
+        assert status["checksum"] == f"sha256:{hashlib.sha256(data).hexdigest()}"
+        stored[name] = status
+    assert stored["pg"]["engineVersion"].startswith("15.")
+    assert "MariaDB" in stored["my"]["engineVersion"]
+    assert stored["kv"]["engineVersion"].startswith("7.0.")
+
+    for name, engine in (("pg", "postgres"), ("my", "mysql"), ("kv", "redis")):
+        create(
+            real_cluster, ns, f"{name}-restored", images,
+            engine=engine, storage={"size": "1Gi"}, restore={"backup": f"{name}-1"},
+        )  # fmt: skip
+    for name in ("pg", "my", "kv"):
+        db = wait_active(real_cluster, ns, f"{name}-restored", timeout_s=BACKUP_TIMEOUT_S)
+        assert db["status"]["restoredFrom"]["backup"] == f"{name}-1"
+    with client_pod(real_cluster, ns, images["postgresql"], "pg-restored-connection", "pg2") as pg:
+        assert pg.psql(POSTGRES_FINGERPRINT) == fingerprints["pg"]
+        assert pg.psql("SELECT count(*) FROM big_orders") == "10"
+    with client_pod(real_cluster, ns, images["mariadb"], "my-restored-connection", "my2") as my:
+        assert until_answers(lambda: my.mysql(MYSQL_FINGERPRINT)) == fingerprints["my"]
+    with client_pod(real_cluster, ns, images["redis"], "kv-restored-connection", "kv2") as kv:
+        assert kv.redis("DBSIZE") == "5000"
+        assert kv.redis("EVAL", REDIS_FINGERPRINT, "0") == fingerprints["kv"]
+
+
+def test_a_schedule_keeps_what_its_retention_says_and_deletes_the_stored_objects_of_the_rest(
+    real_cluster: Cluster,
+    user_namespace: str,
+    images: dict[str, str],
+    bucket: dict[str, Any],
+    host_store: ObjectStore,
+) -> None:
+    ns = user_namespace
+    policy = {"destination": bucket, "schedule": "*/5 * * * * *", "retention": {"count": 2}}
+    create(
+        real_cluster, ns, "often", images, engine="redis", storage={"size": "1Gi"}, backup=policy
+    )
+    wait_active(real_cluster, ns, "often")
+    prefix = f"real/{ns}/often/"
+    seen: set[str] = set()
+
+    def turned_over() -> bool:
+        backups = real_cluster.list_backups(ns)
+        seen.update(b["metadata"]["name"] for b in backups)
+        return len(seen) >= 3
+
+    wait_for(turned_over, timeout=150, interval=1, what="three scheduled backups taken")
+    real_cluster.patch_db(ns, "often", {"spec": {"backup": {"suspend": True}}})
+
+    def settled() -> list[dict[str, Any]] | None:
+        backups = real_cluster.list_backups(ns)
+        phases = [(b.get("status") or {}).get("phase") for b in backups]
+        return backups if phases and all(p == "Completed" for p in phases) else None
+
+    wait_for(settled, timeout=BACKUP_TIMEOUT_S, interval=1, what="the running backups finished")
+
+    def two_kept() -> list[dict[str, Any]] | None:
+        backups = settled()
+        return backups if backups and len(backups) == 2 else None
+
+    kept = wait_for(two_kept, timeout=60, interval=1, what="retention to keep the newest 2")
+    keys = host_store.keys(bucket["s3"]["bucket"], prefix)
+    # Each kept backup's three objects (the dump, its .sha256 and its .json), and nothing else:
+    # the objects of every backup that retention let go are deleted from the store.
+    expected = set()
+    for backup in kept:
+        location = backup["status"]["location"]
+        expected |= {location, f"{location}.sha256", f"{location}.json"}
+    assert set(keys) == expected, sorted(seen)
+    assert len(seen) > len(kept)

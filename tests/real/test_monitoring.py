@@ -1,0 +1,108 @@
+"""Monitoring on real pods: the exporter beside each engine answers /metrics with its engine up,
+and a real Prometheus, configured from the chart's PodMonitor as the Prometheus Operator would
+configure it, scrapes the pods with the labels the alerts and dashboards read. (Debian's
+Prometheus has no Kubernetes discovery: the test lists the pods into a file_sd file with the
+labels that discovery gives them; the selection and relabelling are Prometheus' own.)"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tests.cluster import Cluster, wait_for
+from tests.exporters import http_get, prometheus_server
+from tests.realnode import RealCluster
+from tests.realpods import (
+    Samples,
+    chart_podmonitor,
+    discovered_pods,
+    on_local_images,
+    podmonitor_scrape_config,
+    running_pods,
+    wait_active,
+)
+
+UP = {"postgres": "pg_up", "mysql": "mysql_up", "redis": "redis_up"}
+
+
+def query(url: str, expression: str) -> list[dict[str, Any]]:
+    answer = http_get(f"{url}/api/v1/query?query={urllib.parse.quote(expression)}")
+    assert answer is not None
+    found: list[dict[str, Any]] = json.loads(answer)["data"]["result"]
+    return found
+
+
+def test_every_engines_exporter_reports_it_up_and_prometheus_scrapes_the_pods_by_the_podmonitor(
+    real_cluster: Cluster,
+    real_node: RealCluster,
+    samples: Samples,
+    user_namespace: str,
+    tmp_path: Path,
+) -> None:
+    ns = user_namespace
+    monitoring = {"enabled": True}
+    for name, engine in (("watched-my", "mysql"), ("watched-kv", "redis")):
+        body = on_local_images(
+            {"spec": {"engine": engine, "monitoring": monitoring}}, samples.images
+        )
+        real_cluster.create_db(ns, name, body["spec"])
+    watched = {
+        (samples.namespace, "catalog"): "postgres",
+        (ns, "watched-my"): "mysql",
+        (ns, "watched-kv"): "redis",
+    }
+    for namespace, name in watched:
+        wait_active(real_cluster, namespace, name)
+
+    # Each exporter, on its pod's own address: its engine is up.
+    for (namespace, name), engine in watched.items():
+        for pod in running_pods(real_cluster, namespace, name):
+            address = f"http://{pod.status.pod_ip}:{exporter_port(pod)}/metrics"
+            wait_for(
+                partial(_serves, address, f"\n{UP[engine]} 1\n"),
+                timeout=60,
+                what=f"{UP[engine]} 1 from {pod.metadata.name}",
+            )
+
+    targets = tmp_path / "pods.json"
+    targets.write_text(json.dumps(discovered_pods(real_cluster, [samples.namespace, ns])))
+    config = podmonitor_scrape_config(chart_podmonitor(real_cluster.kubeconfig), targets)
+    with prometheus_server(tmp_path, [config]) as url:
+        for (namespace, name), engine in watched.items():
+            selector = (
+                f'{UP[engine]}{{job="database-operator-databases",namespace="{namespace}",'
+                f'database="{name}",engine="{engine}"}}'
+            )
+            wanted = len(running_pods(real_cluster, namespace, name))
+            series = wait_for(
+                partial(_series, url, f"{selector} == 1", wanted),
+                timeout=60,
+                interval=1,
+                what=f"{selector} == 1 for each of its pods",
+            )
+            roles = sorted(s["metric"]["role"] for s in series)
+            assert roles == (["primary", "replica"] if wanted == 2 else ["primary"])
+            assert {s["metric"]["pod"] for s in series} == {
+                p.metadata.name for p in running_pods(real_cluster, namespace, name)
+            }
+
+
+def _serves(address: str, text: str) -> bool:
+    return text in (http_get(address) or b"").decode()
+
+
+def _series(url: str, expression: str, count: int) -> list[dict[str, Any]] | None:
+    """The series ``expression`` finds, once there are ``count`` of them."""
+    found = query(url, expression)
+    return found if len(found) == count else None
+
+
+def exporter_port(pod: Any) -> int:
+    for container in pod.spec.containers:
+        for port in container.ports or []:
+            if port.name == "metrics":
+                return int(port.container_port)
+    raise AssertionError(f"{pod.metadata.name} has no port 'metrics'")
