@@ -56,9 +56,10 @@ Degraded
 "Primary lost": the primary's Deployment is at its spec (its controller saw the current
 generation and the wanted pod count; its pod may be rolled out or being replaced) but not ready,
 and the previous status had it ready (or Degraded already said PrimaryUnavailable). A pod
-deleted or crashing is caught even by a reconcile that sees it between two pods. "Read replicas lost": rolled out, and ready read
-replicas fell below min(wanted, the previous ready read replicas), or Degraded already says
-ReplicasUnavailable and they are still below what is wanted. A rollout, a scale-up (more wanted
+deleted or crashing is caught even by a reconcile that sees it between two pods. "Read replicas
+lost": rolled out, and ready read replicas fell below min(wanted, the previous ready read
+replicas), or Degraded already says ReplicasUnavailable and they are still below what is
+wanted. A rollout, a scale-up (more wanted
 than were ever ready) or a scale-down loses nothing.
 
 Phase: Deleting if outcome.deleting; else Failed if outcome.failure; else Degraded if the
