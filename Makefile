@@ -210,8 +210,8 @@ deploy: tools ## Deploy to ENV (dev, staging, prod) with the current kubeconfig,
 	HELM=$(BIN)/helm KUBECTL=$(BIN)/kubectl hack/deploy.sh $(ENV)
 
 .PHONY: demo
-demo: ## Full local cluster + operator + samples, live until every sample is Active.
-	hack/demo.sh
+demo: ## Full local cluster + operator + samples, live until every sample is Active (REAL=1: on a real node, the operator from its image, real backups).
+	REAL=$(REAL) hack/demo.sh
 
 .PHONY: clean
 clean: cluster-down ## Remove .venv, bin/ and .local/ (the envtest binary cache in ~/.cache stays).

@@ -107,6 +107,8 @@ class ObjectStore:
     access_key: str
     secret_key: str
     region: str = REGION
+    #: Every port its process listens on (a killed one's sockets are named by them).
+    ports: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _client: S3Client | None = field(default=None, init=False, repr=False, compare=False)
 
     def client(self) -> S3Client:
@@ -174,11 +176,12 @@ def _wait_until_answering(
         probe.close()
 
 
-@contextmanager
-def object_store(workdir: Path, address: str = "127.0.0.1") -> Iterator[ObjectStore]:
-    """SeaweedFS on ``address`` (loopback by default; the host's own address for pods on a real
-    node) with a generated access key, its data and log (weed.log) in ``workdir``; stopped on
-    exit, and killed by the kernel if the test process dies first."""
+def start_object_store(
+    workdir: Path, address: str = "127.0.0.1", *, detached: bool = False
+) -> tuple[ObjectStore, subprocess.Popen[bytes]]:
+    """SeaweedFS on ``address`` with a generated access key, its data and log (weed.log) in
+    ``workdir``, once it answers; and its process. Killed by the kernel if this process dies
+    first, unless ``detached`` (`make demo REAL=1`: `make cluster-down` stops it)."""
     if not BINARY.is_file():
         raise FileNotFoundError(f"{BINARY} is missing: run `make seaweedfs`")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -188,6 +191,7 @@ def object_store(workdir: Path, address: str = "127.0.0.1") -> Iterator[ObjectSt
         endpoint=f"http://{address}:{ports['s3.port']}",
         access_key="AK" + secrets.token_hex(9).upper(),
         secret_key=secrets.token_urlsafe(30),
+        ports=ports,
     )
     s3_config = workdir / "s3.json"
     s3_config.touch(mode=0o600)
@@ -205,20 +209,38 @@ def object_store(workdir: Path, address: str = "127.0.0.1") -> Iterator[ObjectSt
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only ctypes' prctl, no locks taken
+            start_new_session=detached,
+            preexec_fn=None if detached else _die_with_parent,  # noqa: PLW1509 - only prctl
         )
     try:
         _wait_until_answering(store, process, log_path)
+    except BaseException:
+        _stop(process, ports.values())
+        raise
+    return store, process
+
+
+@contextmanager
+def object_store(workdir: Path, address: str = "127.0.0.1") -> Iterator[ObjectStore]:
+    """SeaweedFS on ``address`` (loopback by default; the host's own address for pods on a real
+    node) with a generated access key, its data and log (weed.log) in ``workdir``; stopped on
+    exit, and killed by the kernel if the test process dies first."""
+    store, process = start_object_store(workdir, address)
+    try:
         yield store
     finally:
         store.close()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            _remove_sockets(ports.values())
+        _stop(process, store.ports.values())
+
+
+def _stop(process: subprocess.Popen[bytes], ports: Iterable[int]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=STOP_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        _remove_sockets(ports)
 
 
 def _remove_sockets(ports: Iterable[int]) -> None:
