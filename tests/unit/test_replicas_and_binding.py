@@ -75,7 +75,30 @@ def test_a_postgres_replica_clones_the_primary_through_its_service() -> None:
     assert "pg_basebackup" in main["command"][2]
     env = {e["name"]: e.get("value") for e in main["env"]}
     assert (env["PRIMARY_HOST"], env["PRIMARY_PORT"]) == ("shop.prod.svc", "15432")
-    assert "lifecycle" not in main
+    # No replication set-up of the primary's; only the drain before it stops (no claim).
+    assert main["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", "5"]}}}
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql", "redis"])
+def test_a_pod_without_the_claim_drains_before_it_stops_and_one_with_it_does_not(
+    engine: str,
+) -> None:
+    """Seen on a real node: a Redis replica that reached the primary's Service as the old
+    primary's pod went hung 60 s on an address nobody answered. A pod without the claim stays up
+    5 s after it starts terminating, out of its Services by then; a pod with the claim stops at
+    once, as its replacement starts on the same volume right away."""
+    drain = {"exec": {"command": ["sleep", "5"]}}
+    ephemeral = container(make_db(engine=engine))
+    assert ephemeral["lifecycle"]["preStop"] == drain
+    claimed = container(make_db(engine=engine, storage={"size": "1Gi"}))
+    assert "preStop" not in claimed.get("lifecycle", {})
+    if engine != "mysql":
+        replicas = desired.replicas_deployment(
+            make_db(engine=engine, replicas=2, storage={"size": "1Gi"})
+        )
+        assert replicas is not None
+        replica = replicas["spec"]["template"]["spec"]["containers"][0]
+        assert replica["lifecycle"]["preStop"] == drain
 
 
 def test_a_redis_replica_follows_the_primary_read_only() -> None:

@@ -141,11 +141,34 @@ def pod_security_context(db: Database) -> Manifest:
     }
 
 
+def has_claim(db: Database, role: str = PRIMARY) -> bool:
+    """Whether the pod of ``role`` keeps its data on the Database's claim."""
+    return db.spec.storage is not None and role == PRIMARY
+
+
 def data_volume(db: Database, role: str = PRIMARY) -> Manifest:
     """The claim for a primary with storage; an emptyDir (data lost with the pod) otherwise."""
-    if db.spec.storage is not None and role == PRIMARY:
+    if has_claim(db, role):
         return {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": pvc_name(db)}}
     return {"name": DATA_VOLUME, "emptyDir": {}}
+
+
+#: Seconds a pod without a claim keeps serving after it is told to stop (see `pre_stop`).
+DRAIN_SECONDS = 5
+
+
+def pre_stop(db: Database, role: str) -> Manifest | None:
+    """For a pod without a claim: keep the server up for DRAIN_SECONDS after the pod starts
+    terminating, so that kube-proxy has taken it out of its Services before its address goes.
+
+    Otherwise a client or a replica that reaches the Service in that second is sent to an
+    address nobody answers any more, and waits for its connect timeout: on a real node a Redis
+    replica hung 60 s (repl-timeout) after the primary rolled. Not for a pod with the claim: a
+    deleted pod's replacement starts at once on the same volume, and the old server must not
+    outlive its delete by longer than its own shutdown."""
+    if has_claim(db, role):
+        return None
+    return {"exec": {"command": ["sleep", str(DRAIN_SECONDS)]}}
 
 
 def container(db: Database, role: str = PRIMARY) -> Manifest:
@@ -167,8 +190,13 @@ def container(db: Database, role: str = PRIMARY) -> Manifest:
         spec["command"] = run.command
     if run.args:
         spec["args"] = run.args
+    lifecycle: Manifest = {}
     if run.post_start:
-        spec["lifecycle"] = {"postStart": {"exec": {"command": run.post_start}}}
+        lifecycle["postStart"] = {"exec": {"command": run.post_start}}
+    if drain := pre_stop(db, role):
+        lifecycle["preStop"] = drain
+    if lifecycle:
+        spec["lifecycle"] = lifecycle
     if db.spec.resources is not None:
         spec["resources"] = db.spec.resources.to_wire()
     return spec
