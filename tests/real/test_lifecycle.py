@@ -15,6 +15,7 @@ from tests.realnode import RealCluster
 from tests.realpods import (
     ClientPod,
     client_pod,
+    describe,
     on_local_images,
     pods_of,
     running_pods,
@@ -106,15 +107,25 @@ def test_the_primary_comes_back_on_its_volume_with_its_data_after_its_pod_is_del
         app.psql("INSERT INTO kept VALUES ('survives')")
         (first,) = pods_of(real_cluster, ns, "durable")
 
-        # The pod deleted: a new one mounts the same volume (the kubelet re-applies fsGroup to
-        # it; PostgreSQL still starts on its 0700 data directory).
-        real_cluster.core.delete_namespaced_pod(first.metadata.name, ns)
+        # The pod deleted while no replacement can be scheduled (the node cordoned): the
+        # Database says its primary is lost for as long as it is. Then a new pod mounts the
+        # same volume (the kubelet gives it to the pod's group again; PostgreSQL still finds
+        # its data directory 0700).
+        node = real_node.node_name
+        real_cluster.kubectl("cordon", node)
+        try:
+            real_cluster.core.delete_namespaced_pod(first.metadata.name, ns)
+            lost = wait_for(
+                partial(_degraded, real_cluster, ns, "durable"),
+                timeout=60,
+                interval=0.5,
+                what="the Database Degraded while its primary is gone",
+            )
+            assert lost["status"]["primaryReady"] is False
+        finally:
+            real_cluster.kubectl("uncordon", node)
         wait_for(
-            lambda: [
-                pod
-                for pod in running_pods(real_cluster, ns, "durable")
-                if pod.metadata.uid != first.metadata.uid
-            ],
+            partial(_replaced, real_cluster, ns, "durable", {first.metadata.uid}),
             timeout=120,
             interval=1,
             what="the primary's replacement pod running",
@@ -144,6 +155,14 @@ def test_the_primary_comes_back_on_its_volume_with_its_data_after_its_pod_is_del
         db = wait_active(real_cluster, ns, "durable")
         degraded = condition(db, "Degraded")
         assert degraded is not None and degraded["status"] == "False"
+
+
+def _degraded(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    """The Database, once Degraded with its primary lost."""
+    db = cluster.get_db(namespace, name)
+    degraded = condition(db, "Degraded") or {}
+    lost = degraded.get("status") == "True" and degraded.get("reason") == "PrimaryUnavailable"
+    return db if db["status"].get("phase") == "Degraded" and lost else None
 
 
 def _password(cluster: Cluster, namespace: str, secret: str) -> str:
@@ -229,11 +248,14 @@ def test_rotated_credentials_roll_the_pods_the_new_password_works_and_the_old_on
         assert "WRONGPASS" in refused
         for pod in running_pods(real_cluster, ns, "tokens", role="replica"):
             # The replica authenticates to the primary with the new one (masterauth).
-            wait_for(
-                partial(_link_up, redis, pod.status.pod_ip),
-                timeout=60,
-                what=f"{pod.metadata.name} following the primary",
-            )
+            try:
+                wait_for(
+                    partial(_link_up, redis, pod.status.pod_ip),
+                    timeout=60,
+                    what=f"{pod.metadata.name} following the primary",
+                )
+            except AssertionError as error:
+                raise AssertionError(f"{error}\n{describe(real_cluster, ns, 'tokens')}") from None
     with client_pod(real_cluster, ns, images["postgresql"], "accounts-connection", "pg2") as pg:
         assert until_answers(lambda: pg.psql("SELECT amount FROM balances")) == "42"
         refused = pg.sh(
