@@ -484,7 +484,7 @@ Every sample is Active, on real pods. The cluster keeps running; poke it:
   export KUBECONFIG={kubeconfig} PATH={ROOT / "bin"}:{ROOT / ".venv" / "bin"}:$PATH
   kubectl get db,pods,pvc                         # Databases and their real pods
   kubectl logs -n database-operator deploy/database-operator   # the operator's JSON logs
-  kubectl exec deploy/orders -c postgres -- sh -c \
+  kubectl exec deploy/orders -c postgres -- sh -c \\
     'PGPASSWORD="$POSTGRES_PASSWORD" psql -h 127.0.0.1 -U "$POSTGRES_USER" -c "TABLE demo LIMIT 3"'
   kubectl exec deploy/sessions -c redis -- redis-cli INFO replication   # (REDISCLI_AUTH: its env)
   kubectl scale db/orders --replicas=3            # another streaming replica, cloned
