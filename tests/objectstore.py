@@ -1,7 +1,9 @@
 """A real S3-compatible object store on loopback for the backup tests: SeaweedFS (`weed mini`,
-Apache-2.0) with one S3 identity, so every request is signed and checked, and an unsigned or
-wrongly signed one is refused as AWS would. Built by hack/go-tool.sh (`make seaweedfs`) into
-bin/weed; the session fixture ``object_store`` in tests/conftest.py starts one for a test run.
+Apache-2.0) with an S3 identity that may do everything and one that may only read, so every
+request is signed and checked, and an unsigned or wrongly signed one, a write without the right
+to write, or one into a bucket that does not exist is refused as AWS would. Built by
+hack/go-tool.sh (`make seaweedfs`) into bin/weed; the session fixture ``object_store`` in
+tests/conftest.py starts one for a test run.
 
 `weed mini` rather than `weed server -filer -s3`: the same master, volume server, filer and S3
 gateway in one process, but made for small set-ups: one volume per bucket instead of seven, and
@@ -54,17 +56,22 @@ VOLUMES = 128
 FOREIGN_ENV = ("AWS_", "S3_", "WEED_")
 
 
-def identities(access_key: str, secret_key: str) -> dict[str, object]:
-    """The S3 identity configuration (`-s3.config`): one user allowed everything the tests do."""
-    return {
-        "identities": [
-            {
-                "name": "tests",
-                "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
-                "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-            }
-        ]
-    }
+def identities(
+    access_key: str, secret_key: str, reader: tuple[str, str] | None = None
+) -> dict[str, object]:
+    """The S3 identity configuration (`-s3.config`): one user allowed everything the tests do,
+    and a ``reader`` (access key, secret key) who may read and list, not write or delete."""
+    users: list[dict[str, object]] = [
+        {
+            "name": "tests",
+            "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        }
+    ]
+    if reader is not None:
+        credentials = [{"accessKey": reader[0], "secretKey": reader[1]}]
+        users.append({"name": "reader", "credentials": credentials, "actions": ["Read", "List"]})
+    return {"identities": users}
 
 
 def command(
@@ -78,6 +85,8 @@ def command(
         "ip.bind": address,
         **ports,
         "s3.config": str(s3_config),
+        # AWS never creates a bucket on upload: a missing bucket is an error there, so here too.
+        "s3.autoCreateBucket": "false",
         "master.volumeSizeLimitMB": VOLUME_SIZE_MB,
         "volume.max": VOLUMES,
         # No other volume server to hand over to: stop at once.
@@ -107,6 +116,9 @@ class ObjectStore:
     access_key: str
     secret_key: str
     region: str = REGION
+    #: The keys of the identity that may read and list only.
+    reader_access_key: str = ""
+    reader_secret_key: str = ""
     #: Every port its process listens on (a killed one's sockets are named by them).
     ports: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _client: S3Client | None = field(default=None, init=False, repr=False, compare=False)
@@ -191,11 +203,14 @@ def start_object_store(
         endpoint=f"http://{address}:{ports['s3.port']}",
         access_key="AK" + secrets.token_hex(9).upper(),
         secret_key=secrets.token_urlsafe(30),
+        reader_access_key="RK" + secrets.token_hex(9).upper(),
+        reader_secret_key=secrets.token_urlsafe(30),
         ports=ports,
     )
     s3_config = workdir / "s3.json"
     s3_config.touch(mode=0o600)
-    s3_config.write_text(json.dumps(identities(store.access_key, store.secret_key)))
+    reader = (store.reader_access_key, store.reader_secret_key)
+    s3_config.write_text(json.dumps(identities(store.access_key, store.secret_key, reader)))
     env = {name: value for name, value in os.environ.items() if not name.startswith(FOREIGN_ENV)}
     # weed reads *.toml from -config_dir, ., ~/.seaweedfs and /etc/seaweedfs: the first three
     # are the (empty of them) workdir, so a developer's own set-up is not read.

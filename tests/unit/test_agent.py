@@ -1,6 +1,7 @@
 """The agent the backup, restore and delete Jobs run: its command line, with its environment,
 storing into and fetching from a folder (the PVC destination; the S3 one is tested against a
-real store in tests/integration)."""
+real store in tests/integration: test_backup_recipes.py, and test_agent_store.py for the store's
+failures)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,19 @@ stores and checks their checksums:
 - ``delete``: the object and both companions (already gone is fine).
 
 Its configuration is the environment (the Jobs' env: see ``Target.from_env``); secrets come as
-the variables boto3 reads itself. What it did goes to its termination message (JSON), which
-the operator reads from the pod. Exit 0: done; 1: a failure a retry may cure (the network);
-3: one it cannot (a wrong checksum, a missing object, bad settings).
+the variables boto3 reads itself (and the Secret's name, for the words of a refusal). What it
+did goes to its termination message (JSON), which the operator reads from the pod. Exit:
+
+- 0: done;
+- 3: a failure a retry cannot cure, so the Job fails at once (its podFailurePolicy, jobs.py): a
+  wrong checksum, a backup of another engine or a newer major, missing settings, and every
+  store failure s3errors.py classifies as one — keys the store does not accept, a denied
+  request, a missing bucket or object, an endpoint, region or TLS that cannot work;
+- 1: any other failure, which a new pod may not meet: no connection, a timeout, a transfer
+  cut short, a store failing or throttling (each after botocore's own five attempts). The Job
+  runs another pod, up to its backoff limit.
+
+Every call to a bucket goes through s3errors.classify, the one place that says which is which.
 """
 
 from __future__ import annotations
@@ -39,6 +49,8 @@ from database_operator.engines import Engine, major_version
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+    from database_operator.backups.s3errors import Destination
+
 PERMANENT = 3
 TRANSIENT = 1
 #: The kubelet reads a container's termination message from here (at most 4 KiB of it).
@@ -50,6 +62,8 @@ KEY = "BACKUP_KEY"
 S3_ENDPOINT = "BACKUP_S3_ENDPOINT"
 S3_BUCKET = "BACKUP_S3_BUCKET"
 S3_REGION = "BACKUP_S3_REGION"
+#: The name (never the values) of the Secret with the S3 keys, for the words of a failure.
+S3_CREDENTIALS_SECRET = "BACKUP_S3_CREDENTIALS_SECRET"
 CA_BUNDLE = "AWS_CA_BUNDLE"
 PVC_DIR = "BACKUP_PVC_DIR"
 DEFAULT_REGION = "us-east-1"
@@ -121,41 +135,38 @@ class FolderStore:
 
 class S3Store:
     """A bucket, through boto3 (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a
-    private CA from AWS_CA_BUNDLE, as boto3 reads them)."""
+    private CA from AWS_CA_BUNDLE, as boto3 reads them). Every failure of every call is
+    classified by s3errors, and reported in its words."""
 
-    def __init__(self, client: S3Client, bucket: str) -> None:
+    def __init__(self, client: S3Client, destination: Destination) -> None:
         self.client = client
-        self.bucket = bucket
+        self.destination = destination
+        self.bucket = destination.bucket
 
     @classmethod
-    def connect(cls, bucket: str, endpoint: str | None, region: str) -> S3Store:
+    def connect(cls, destination: Destination) -> S3Store:
         import boto3
         from botocore.config import Config
 
         config = Config(
-            region_name=region,
+            region_name=destination.region,
             retries={"max_attempts": 5, "mode": "standard"},
             # S3-compatible stores serve buckets by path; AWS's own endpoint by host.
-            s3={"addressing_style": "path" if endpoint else "auto"},
+            s3={"addressing_style": "path" if destination.endpoint else "auto"},
             # Checksums the store must understand only where S3 requires them: the agent checks
             # its own SHA-256 end to end, and not every S3-compatible store takes the others.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
-        return cls(boto3.client("s3", endpoint_url=endpoint or None, config=config), bucket)
+        try:
+            client = boto3.client("s3", endpoint_url=destination.endpoint or None, config=config)
+        except Exception as error:
+            # An endpoint or region botocore cannot use is refused here, before any request.
+            raise _failed(destination, error, "connecting to") from error
+        return cls(client, destination)
 
-    def _failed(self, error: Exception, what: str) -> AgentError:
-        from botocore.exceptions import ClientError
-
-        if isinstance(error, ClientError):
-            code = str(error.response.get("Error", {}).get("Code", ""))
-            status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-            missing = code in ("NoSuchKey", "404", "NotFound")
-            detail = f"{code}: the object does not exist" if missing else f"{code or status}"
-            return AgentError(
-                f"{what} s3://{self.bucket}: {detail}", permanent=missing or 400 <= status < 500
-            )
-        return AgentError(f"{what} s3://{self.bucket}: {error}", permanent=False)
+    def _failed(self, error: Exception, doing: str) -> AgentError:
+        return _failed(self.destination, error, doing)
 
     def put_file(self, key: str, path: Path) -> None:
         try:
@@ -183,11 +194,27 @@ class S3Store:
 
     def delete(self, keys: Sequence[str]) -> None:
         try:
-            self.client.delete_objects(
+            answer = self.client.delete_objects(
                 Bucket=self.bucket, Delete={"Objects": [{"Key": key} for key in keys]}
             )
         except Exception as error:
             raise self._failed(error, "deleting from") from error
+        # A key the store would not delete is not raised but listed, with an S3 error code
+        # (already gone is not an error: S3 lists it as deleted).
+        for refused in answer.get("Errors", []):
+            from botocore.exceptions import ClientError
+
+            code, message = refused.get("Code", ""), refused.get("Message", "")
+            answered = ClientError({"Error": {"Code": code, "Message": message}}, "DeleteObjects")
+            raise self._failed(answered, f"deleting {refused.get('Key')} from")
+
+
+def _failed(destination: Destination, error: Exception, doing: str) -> AgentError:
+    """The agent's error for a failure of the S3 client: classified in one place (s3errors)."""
+    from database_operator.backups import s3errors
+
+    failure = s3errors.classify(error)
+    return AgentError(destination.explain(failure, doing), permanent=failure.permanent)
 
 
 @dataclass(frozen=True)
@@ -206,10 +233,15 @@ class Target:
             return cls(FolderStore(Path(environ[PVC_DIR])), key)
         if not environ.get(S3_BUCKET):
             raise AgentError(f"neither {PVC_DIR} nor {S3_BUCKET} is set: no destination")
-        store = S3Store.connect(
-            environ[S3_BUCKET], environ.get(S3_ENDPOINT), environ.get(S3_REGION) or DEFAULT_REGION
+        from database_operator.backups.s3errors import Destination
+
+        destination = Destination(
+            bucket=environ[S3_BUCKET],
+            endpoint=environ.get(S3_ENDPOINT) or None,
+            region=environ.get(S3_REGION) or DEFAULT_REGION,
+            secret=environ.get(S3_CREDENTIALS_SECRET) or None,
         )
-        return cls(store, key)
+        return cls(S3Store.connect(destination), key)
 
     @property
     def checksum_key(self) -> str:
