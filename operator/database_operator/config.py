@@ -8,6 +8,7 @@ made from the fields. An invalid value stops start-up with a message that names 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
@@ -16,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from database_operator import __version__
+from database_operator.api.common import NAME_PATTERN
 
 ENV_PREFIX = "DATABASE_OPERATOR_"
 #: Characters that make a namespace setting a pattern rather than a name.
@@ -180,12 +182,39 @@ class Settings(BaseSettings):
         description="Image of the backup, restore and delete Jobs' agent: the operator's own "
         "(the chart sets the image it runs).",
     )
+    agent_image_pull_secrets: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Secrets the backup, restore and delete Jobs' pods pull their images with, "
+        "by name (the chart passes its imagePullSecrets); each must exist in every Database's "
+        "namespace. Empty: none, and the namespace's default ServiceAccount's apply.",
+    )
+    job_start_deadline: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds a backup, restore or delete Job's pod may wait to start a container "
+        "(not scheduled, an image that cannot be pulled, a missing Secret) before the operator "
+        "stops the Job and what it was for fails.",
+    )
+    job_run_deadline: int = Field(
+        default=86400,
+        ge=1,
+        description="Seconds a backup, restore or delete Job may run in all (its "
+        "activeDeadlineSeconds): Kubernetes then stops it, DeadlineExceeded.",
+    )
 
-    @field_validator("namespaces", "image_registries", mode="before")
+    @field_validator("namespaces", "image_registries", "agent_image_pull_secrets", mode="before")
     @classmethod
     def _split_namespaces(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("agent_image_pull_secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        bad = [name for name in value if not re.fullmatch(NAME_PATTERN, name)]
+        if bad:
+            raise ValueError(f"not the name of a Secret: {', '.join(map(repr, bad))}")
         return value
 
     @field_validator("log_level", mode="before")

@@ -28,6 +28,7 @@ from database_operator import tracing
 from database_operator.api.backup import BACKUP_KIND
 from database_operator.api.models import KIND, Database, DatabaseStatus, Phase
 from database_operator.backups.controller import BackupController, work_on
+from database_operator.backups.jobs import JobOptions
 from database_operator.cache import (
     CachedKube,
     LiveReads,
@@ -60,6 +61,7 @@ from database_operator.reconcile import (
 from database_operator.selection import (
     child_selected,
     child_selector,
+    database_selected,
     database_selector,
     unselected_child_selectors,
 )
@@ -195,6 +197,7 @@ class Controller:
             self.databases,
             self.wake,
             self.active,
+            find_database=self.look_up,
             now=self.now,
         )
         # The gauge follows the gate itself, read at scrape time from the metrics thread (an
@@ -285,12 +288,37 @@ class Controller:
     # --- the caches: filled at start, audited every period ----------------------------------
 
     async def prime(self) -> None:
-        """Fill the children's cache with each watch's first listing (the watches go on from
-        it), and the backups' index, before the first reconcile: a restart then reads no child
-        it already knows of, and no status loses the backups it names."""
+        """Fill the caches before the first reconcile, with one listing each: the Databases
+        first, then each child watch's (the watches go on from it), then the backups' index.
+        So a backup is judged against the Databases as they are (before, it could be failed as
+        DatabaseNotFound for good because Kopf had not listed them yet), a restart reads no
+        child it already knows of, and no status loses the backups it names. Each Database
+        listed is looked at ("resume"); Kopf's own listing, later, brings the same versions,
+        which queue nothing. With namespace globs (the namespaces are not known yet) Kopf's
+        listing fills it, and a backup whose Database the cache lacks reads it (`look_up`)."""
+        for namespace in self._exact_namespaces() or ():
+            await self._list_databases(namespace)
         for watch in self.watches or ():
             self._relisted(watch)(await watch.list_now(self.kube), watch.version)
         await self.backups.prime(self._audited_namespaces())
+
+    async def _list_databases(self, namespace: str | None) -> None:
+        async for page in self.kube.list_pages(KIND, namespace, database_selector(self.settings)):
+            for body in page:
+                if self.remember(body):
+                    self.queue.add(key_of(body), "resume")
+
+    async def look_up(self, key: Key) -> Manifest | None:
+        """A Database the cache lacks, read from the API server: a backup names it before its
+        watch event came (the two kinds are two watches, in no order), or the listing at start
+        failed. A backup is never failed as DatabaseNotFound on the cache's word alone. A
+        Database found is kept and looked at, as its watch event would have had it."""
+        fresh = await self.kube.get(KIND, *key)
+        if fresh is None or not database_selected(self.settings, fresh):
+            return None
+        if self.remember(fresh):
+            self.queue.add(key, "resume")
+        return self.databases.get(key)
 
     def _relisted(self, watch: Watch) -> Callable[[list[Manifest], str], None]:
         """What a watch's complete listing (at version ``at``) tells the cache: what it holds
@@ -563,7 +591,7 @@ class Controller:
                 self.now,
                 confirmed=confirmed,
                 backups=self.backups.index.view(key),
-                agent_image=self.settings.agent_image,
+                jobs=JobOptions.of(self.settings),
             )
         if result.body:
             self.remember(result.body)

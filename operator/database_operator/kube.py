@@ -712,8 +712,15 @@ class Kube:
         return await self.merge_patch(kind, namespace, name, {"status": status}, "status")
 
     async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool:
-        """Delete the object with this uid (never a namesake created since); False if gone."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        """Delete the object with this uid (never a namesake created since); False if gone.
+        Its dependents go too (in the background): batch/v1 would orphan a Job's pods, left
+        running without it, unless told."""
+        body = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "preconditions": {"uid": uid},
+            "propagationPolicy": "Background",
+        }
         try:
             await self._acall(
                 "DELETE", self.path(kind, namespace, name), body=body, expected=(404, 409)

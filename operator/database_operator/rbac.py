@@ -66,14 +66,16 @@ NAMESPACED_RULES: list[Rule] = [
     # Their Jobs carry an owner reference with blockOwnerDeletion.
     {"apiGroups": [GROUP], "resources": [f"{BACKUP_PLURAL}/finalizers"], "verbs": ["update"]},
     # Backups, restores and the deletion of a backup's data run in Jobs (watched like the other
-    # children); a running backup Job is deleted when its DatabaseBackup is.
+    # children); a running backup Job is deleted when its DatabaseBackup is, and one whose pod
+    # did not start by the start deadline is stopped (patched: spec.suspend, an annotation).
     {
         "apiGroups": ["batch"],
         "resources": ["jobs"],
-        "verbs": ["get", "list", "watch", "create", "delete"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
     # What a finished Job's agent stored, or why it failed, is in its pod's termination
-    # message: listed by the Job's label, once per Job. Read only.
+    # message; why an unfinished one's pod has not started, in its status. Listed by the Job's
+    # label. Read only.
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
     # Read only: upgraded from a release that elected its active replica with Kopf's peering,
     # a new replica waits until the old ones have left the peering object (leader.py).

@@ -57,6 +57,8 @@ class Reason(StrEnum):
     DESTINATION_NOT_FOUND = "DestinationNotFound"
     BACKUP_JOB_FAILED = "BackupJobFailed"
     BACKUP_JOB_LOST = "BackupJobLost"
+    # A Job of a backup, a restore or a deletion whose pod did not start by the start deadline.
+    START_DEADLINE_EXCEEDED = "StartDeadlineExceeded"
 
 
 #: Failures of a write the API server refused, or keeps undoing: writing again changes nothing
@@ -215,7 +217,8 @@ EXPLAINED: dict[Reason, Explanation] = {
     Reason.RESTORING: Explanation(
         "Ready False, Progressing True, phase Pending",
         "`spec.restore`: the Job `<name>-restore` is putting the backup onto the volume; no "
-        "Deployment exists until it succeeds",
+        "Deployment exists until it succeeds. While its pod cannot start a container, the "
+        "message says why and when the Job is stopped",
         "wait; `kubectl logs job/NAME-restore --all-containers`",
     ),
     Reason.RESTORE_FAILED: Explanation(
@@ -275,8 +278,9 @@ EXPLAINED: dict[Reason, Explanation] = {
     ),
     Reason.BACKUP_RUNNING: Explanation(
         "DatabaseBackup Completed False, phase Running",
-        "its Job is taking the backup",
-        "`kubectl logs job/NAME --all-containers`",
+        "its Job is taking the backup; while its pod cannot start a container, the message "
+        "says why (the kubelet's words) and when the Job is stopped",
+        "`kubectl logs job/NAME --all-containers`; see `StartDeadlineExceeded`",
     ),
     Reason.BACKUP_COMPLETED: Explanation(
         "DatabaseBackup Completed True",
@@ -316,6 +320,18 @@ EXPLAINED: dict[Reason, Explanation] = {
         "the backup's Job was deleted before it finished, or succeeded without reporting "
         "what it stored",
         "create a new DatabaseBackup",
+    ),
+    Reason.START_DEADLINE_EXCEEDED: Explanation(
+        "DatabaseBackup Failed True; Database phase Failed (a restore)",
+        "the Job's pod did not start a container within `--job-start-deadline` (300 s): the "
+        "message has what the scheduler or the kubelet said — `Unschedulable` (no node fits), "
+        "`ErrImagePull`/`ImagePullBackOff` (the operator's or the engine's image cannot be "
+        "pulled: a private registry without `--agent-image-pull-secrets` in this namespace), "
+        "`CreateContainerConfigError` (a Secret it reads is gone; the message names it). The "
+        "operator stopped the Job (`spec.suspend`, annotated `databases.example.com/stopped`); "
+        "nothing was stored or restored",
+        "fix the cause (see [Jobs that cannot start](#jobs-that-cannot-start)), then create a "
+        "new DatabaseBackup; for a restore, delete the Job `<name>-restore` to try again",
     ),
 }
 

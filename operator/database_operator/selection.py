@@ -15,6 +15,12 @@ def database_selector(settings: Settings) -> str | None:
     return f"{SHARD_LABEL}={settings.shard}" if settings.shard else None
 
 
+def database_selected(settings: Settings, obj: Manifest) -> bool:
+    """Whether ``database_selector`` selects the Database ``obj``: this operator's to reconcile."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return not settings.shard or labels.get(SHARD_LABEL) == settings.shard
+
+
 def child_selector(settings: Settings) -> str:
     """The label selector of the children it watches: those it made, for its shard."""
     selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"

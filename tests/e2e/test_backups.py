@@ -9,6 +9,9 @@ real object store (tests/integration/test_backup_recipes.py), from the same buil
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -18,6 +21,7 @@ import pytest
 from kubernetes import watch
 
 from tests.cluster import BACKUPS, GROUP, VERSION, Cluster, condition, wait_for
+from tests.controlplane import ROOT
 from tests.e2e.test_full_cluster import gone, wait_phase
 from tests.integration.conftest import OperatorProcess
 
@@ -177,6 +181,7 @@ def test_a_failed_job_fails_the_backup_with_its_reason_and_the_database_says_so(
         ("no-database", "DatabaseNotFound", "Database 'ghost' does not exist"),
         ("no-destination", "NoDestination", "says where to store it"),
         ("no-secret", "DestinationNotFound", "Secret 'backup-credentials' does not exist"),
+        ("no-claim", "DestinationNotFound", "PersistentVolumeClaim 'bk' does not exist"),
     ],
 )
 @pytest.mark.usefixtures("e2e_operator")
@@ -187,7 +192,10 @@ def test_a_backup_that_cannot_start_fails_at_once_and_makes_no_job(
     target = "ghost"
     if setup != "no-database":
         target = "plain"
-        backup = {"destination": destination()} if setup == "no-secret" else None
+        backup = {
+            "no-secret": {"destination": destination()},
+            "no-claim": {"destination": {"pvc": {"claimName": "bk"}}},
+        }.get(setup)
         full_cluster.create_db(ns, target, database(backup))
         wait_phase(full_cluster, ns, target, "Active")
     full_cluster.create_backup(ns, "attempt", {"database": target})
@@ -196,6 +204,78 @@ def test_a_backup_that_cannot_start_fails_at_once_and_makes_no_job(
     assert failed["reason"] == reason
     assert words in failed["message"]
     assert full_cluster.kubectl("get", "jobs", "-n", ns, "-o", "name").strip() == ""
+
+
+def test_a_backup_goes_to_a_claim_the_user_made_and_a_database_restores_from_it(
+    full_cluster: Cluster, e2e_namespace: str, e2e_operator: OperatorProcess
+) -> None:
+    """Seen on a real node: a backup to the user's own claim failed at once, "does not exist":
+    it was looked up in the operator's cache, which holds only the claims the operator made."""
+    ns = e2e_namespace
+    full_cluster.create_claim(ns, "bk")
+    to_claim = {"destination": {"pvc": {"claimName": "bk"}}}
+    full_cluster.create_db(ns, "kept", database(to_claim))
+    wait_phase(full_cluster, ns, "kept", "Active")
+    full_cluster.create_backup(ns, "kept-1", {"database": "kept"})
+    backup = wait_backup(full_cluster, ns, "kept-1", "Completed")
+    assert backup["status"]["destination"] == to_claim["destination"]
+    job = full_cluster.batch.read_namespaced_job("kept-1", ns)
+    claims = {
+        v.persistent_volume_claim.claim_name
+        for v in job.spec.template.spec.volumes
+        if v.persistent_volume_claim
+    }
+    assert claims == {"bk"}
+
+    restore = {"location": backup["status"]["location"], "destination": to_claim["destination"]}
+    full_cluster.create_db(ns, "kept-copy", database(restore=restore))
+    db = wait_phase(full_cluster, ns, "kept-copy", "Active")
+    assert db["status"]["restoredFrom"]["location"] == backup["status"]["location"]
+
+
+#: The runbooks' commands that list a Database's backups (docs/operations.md), as they are
+#: written there: with NS and NAME, the alerts' {{ $labels.namespace }} and {{ $labels.database }},
+#: or an example's names.
+RUNBOOK_LISTING = re.compile(
+    r"kubectl get dbbackup[^`;\n|]*?-l databases\.example\.com/database="
+    r"(?:\{\{ \$labels\.database \}\}|[A-Za-z0-9-]+)"
+)
+
+
+def runbook_listings() -> set[str]:
+    return set(RUNBOOK_LISTING.findall((ROOT / "docs" / "operations.md").read_text()))
+
+
+def test_every_backup_is_labelled_with_its_database_and_the_runbooks_commands_find_it(
+    full_cluster: Cluster, e2e_namespace: str, e2e_operator: OperatorProcess, credentials: None
+) -> None:
+    """The runbooks list a Database's backups by its label; a backup made from a manifest, like
+    the docs' own orders-before-upgrade, had none and was never listed."""
+    ns = e2e_namespace
+    full_cluster.create_db(ns, "orders", database({"destination": destination()}))
+    manifest = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DatabaseBackup",
+        "metadata": {"name": "orders-before-upgrade"},
+        "spec": {"database": "orders"},
+    }
+    full_cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
+    backup = wait_backup(full_cluster, ns, "orders-before-upgrade", "Completed")
+    assert backup["metadata"]["labels"]["databases.example.com/database"] == "orders"
+
+    commands = runbook_listings()
+    assert len(commands) >= 3, commands
+    for command in commands:
+        args = shlex.split(
+            command.replace("{{ $labels.namespace }}", ns)
+            .replace("{{ $labels.database }}", "orders")
+            .replace("NS", ns)
+            .replace("NAME", "orders")
+        )[1:]
+        if "-n" not in args:
+            args += ["-n", ns]
+        listed = full_cluster.kubectl(*args, "-o", "name").split()
+        assert listed == [f"databasebackup.{GROUP}/orders-before-upgrade"], command
 
 
 # --- schedule and retention ------------------------------------------------------------------

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from tests.objectstore import ObjectStore
 
 AGENT_IMAGE = "registry.example.com/database-operator:test"
+JOB_OPTIONS = jobs.JobOptions(agent_image=AGENT_IMAGE)
 #: The Secret with the store's keys (the destination's credentialsSecretRef).
 S3_SECRET = "backup-store"
 BACKUP = "shop-now"
@@ -342,7 +343,7 @@ def take_backup(
     """Run the backup Job of ``db`` (serving on 127.0.0.1:``port``): dump, then upload."""
     backup = database_backup(db)
     location = location_of(db, backup)
-    job = jobs.backup_job(backup, db, destination_of(db), location, AGENT_IMAGE)
+    job = jobs.backup_job(backup, db, destination_of(db), location, JOB_OPTIONS)
     user = engine_user(db.spec.engine)
     pod = Pod(job, folder, secrets, volumes=volumes, owner=user)
     service = {"DB_HOST": "127.0.0.1", "DB_PORT": str(port)}
@@ -371,7 +372,7 @@ def restore_pod(
     """The restore Job of ``target`` from ``taken`` (checked against ``sha256``, as recorded
     by its DatabaseBackup), as a pod here; its ``data`` volume is a fresh empty folder."""
     job = jobs.restore_job(
-        target, destination_of(target), taken.location, sha256 or taken.sha256, AGENT_IMAGE
+        target, destination_of(target), taken.location, sha256 or taken.sha256, JOB_OPTIONS
     )
     return Pod(job, folder, secrets, volumes=volumes, owner=engine_user(target.spec.engine))
 
@@ -1316,7 +1317,7 @@ def test_a_restore_refuses_a_data_directory_that_holds_data(
     # Never reached: the restore container alone is run.
     nowhere = {"s3": {"bucket": "unused", "credentialsSecretRef": {"name": S3_SECRET}}}
     db = database(driver.engine, nowhere, "shop-restored", version=driver.version)
-    job = jobs.restore_job(db, destination_of(db), "recipes/prod/shop/x", None, AGENT_IMAGE)
+    job = jobs.restore_job(db, destination_of(db), "recipes/prod/shop/x", None, JOB_OPTIONS)
     user = engine_user(driver.engine)
     pod = Pod(job, folder / "restore", secrets_of(db, generated_credentials(db), {}), owner=user)
     data = owned(Path(pod.env("restore")["RESTORE_DATA_DIR"]), user)
@@ -1482,7 +1483,7 @@ def test_the_delete_job_removes_the_backup_and_both_companions(
             },
         }
     )
-    job = jobs.delete_job(completed, AGENT_IMAGE)
+    job = jobs.delete_job(completed, JOB_OPTIONS)
     pod = Pod(job, folder / "delete", {S3_SECRET: store_keys(object_store)})
 
     deleted = succeeded(pod.run_all(), pod)["delete"]
@@ -1584,9 +1585,9 @@ def test_no_password_reaches_a_command_line(
         }
     )
     built = [
-        jobs.backup_job(backup, db, destination_of(db), location, AGENT_IMAGE),
-        jobs.restore_job(db, destination_of(db), location, None, AGENT_IMAGE),
-        jobs.delete_job(completed, AGENT_IMAGE),
+        jobs.backup_job(backup, db, destination_of(db), location, JOB_OPTIONS),
+        jobs.restore_job(db, destination_of(db), location, None, JOB_OPTIONS),
+        jobs.delete_job(completed, JOB_OPTIONS),
     ]
     # The Jobs: no value in a command line; each secret only by reference.
     for job in built:

@@ -14,6 +14,7 @@ import pytest
 from database_operator.api.backup import BackupDestination, DatabaseBackup
 from database_operator.api.models import NAME_PATTERN, ROLE_LABEL, SHARD_LABEL, Database
 from database_operator.backups import jobs
+from database_operator.config import Settings
 from database_operator.desired import selector_labels
 from database_operator.engines import Engine, facts
 from database_operator.manifest import Manifest
@@ -21,6 +22,7 @@ from database_operator.manifest import Manifest
 DB_UID = "0b1c2d3e-0000-4000-8000-000000000001"
 BACKUP_UID = "0b1c2d3e-0000-4000-8000-0000000000b1"
 AGENT = "registry.example.com/database-operator:1.2.3"
+OPTIONS = jobs.JobOptions(agent_image=AGENT)
 #: What the Database's Secret holds: it must never reach a Job but by reference.
 PASSWORD = "Kn0wn-Pa55word-of-the-Secret"
 LOCATION = "team/prod/shop/shop-nightly.pgdump"
@@ -90,7 +92,7 @@ def make_backup(name: str = "shop-nightly", **status: Any) -> DatabaseBackup:
 def backup_job(
     engine: Engine = Engine.POSTGRES, destination: BackupDestination = S3, **spec: Any
 ) -> Manifest:
-    return jobs.backup_job(make_backup(), make_db(engine, **spec), destination, LOCATION, AGENT)
+    return jobs.backup_job(make_backup(), make_db(engine, **spec), destination, LOCATION, OPTIONS)
 
 
 def restore_job(
@@ -99,7 +101,7 @@ def restore_job(
     sha256: str | None = None,
     **spec: Any,
 ) -> Manifest:
-    return jobs.restore_job(make_db(engine, **spec), destination, LOCATION, sha256, AGENT)
+    return jobs.restore_job(make_db(engine, **spec), destination, LOCATION, sha256, OPTIONS)
 
 
 def delete_job(engine: Engine = Engine.POSTGRES, destination: BackupDestination = PVC) -> Manifest:
@@ -109,7 +111,7 @@ def delete_job(engine: Engine = Engine.POSTGRES, destination: BackupDestination 
         location="elsewhere/prod/shop/shop-nightly.rdb",
         destination=destination.to_wire(),
     )
-    return jobs.delete_job(backup, AGENT)
+    return jobs.delete_job(backup, OPTIONS)
 
 
 def pod_spec(job: Manifest) -> Manifest:
@@ -193,8 +195,8 @@ SUBDOMAIN = re.compile(NAME_PATTERN)
 def test_every_backups_jobs_are_named_as_label_values_and_job_names_must_be(name: str) -> None:
     backup = make_backup(name, location="k", destination=PVC.to_wire())
     for job in (
-        jobs.backup_job(backup, make_db(), S3, LOCATION, AGENT),
-        jobs.delete_job(backup, AGENT),
+        jobs.backup_job(backup, make_db(), S3, LOCATION, OPTIONS),
+        jobs.delete_job(backup, OPTIONS),
     ):
         found = job["metadata"]["name"]
         assert len(found) <= jobs.MAX_NAME
@@ -203,7 +205,7 @@ def test_every_backups_jobs_are_named_as_label_values_and_job_names_must_be(name
 
 def test_the_restore_job_of_a_database_with_the_longest_name_fits_too() -> None:
     db = make_db().model_copy(update={"metadata": {"name": "d" * 63, "namespace": "prod"}})
-    found = jobs.restore_job(db, S3, LOCATION, None, AGENT)["metadata"]["name"]
+    found = jobs.restore_job(db, S3, LOCATION, None, OPTIONS)["metadata"]["name"]
     assert len(found) <= jobs.MAX_NAME
     assert found.endswith("-restore")
     assert LABEL_VALUE.match(found), found
@@ -341,6 +343,7 @@ def test_the_agent_finds_an_s3_store_as_the_design_says() -> None:
         "BACKUP_S3_BUCKET": "backups",
         "BACKUP_S3_ENDPOINT": "https://s3.example.com",
         "BACKUP_S3_REGION": "eu-west-1",
+        "BACKUP_S3_CREDENTIALS_SECRET": "s3-creds",
         "AWS_ACCESS_KEY_ID": {"secretKeyRef": {"name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"}},
         "AWS_SECRET_ACCESS_KEY": {
             "secretKeyRef": {"name": "s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}
@@ -374,6 +377,50 @@ def test_a_failed_pod_is_tried_again_unless_a_retry_cannot_help(build: Any) -> N
     rules = job["spec"]["podFailurePolicy"]["rules"]
     assert {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [3]}} in rules
     assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]} in rules
+
+
+def built_with(kind: str, options: jobs.JobOptions) -> Manifest:
+    """The ``kind`` Job (backup, restore, delete) built with ``options``."""
+    if kind == "backup":
+        return jobs.backup_job(make_backup(), make_db(), S3, LOCATION, options)
+    if kind == "restore":
+        return jobs.restore_job(make_db(), S3, LOCATION, None, options)
+    completed = make_backup(phase="Completed", location=LOCATION, destination=S3.to_wire())
+    return jobs.delete_job(completed, options)
+
+
+KINDS = ["backup", "restore", "delete"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_job_ends_by_the_run_deadline_kubernetes_enforces(kind: str) -> None:
+    assert built_with(kind, OPTIONS)["spec"]["activeDeadlineSeconds"] == 86400
+    shorter = jobs.JobOptions(agent_image=AGENT, run_deadline_s=3600)
+    assert built_with(kind, shorter)["spec"]["activeDeadlineSeconds"] == 3600
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_jobs_pod_pulls_with_the_operators_pull_secrets(kind: str) -> None:
+    private = jobs.JobOptions(agent_image=AGENT, image_pull_secrets=("ghcr", "mirror"))
+    assert pod_spec(built_with(kind, private))["imagePullSecrets"] == [
+        {"name": "ghcr"},
+        {"name": "mirror"},
+    ]
+    # None named: the namespace's ServiceAccount's pull secrets apply, as to any pod.
+    assert "imagePullSecrets" not in pod_spec(built_with(kind, OPTIONS))
+
+
+def test_the_job_options_are_the_settings() -> None:
+    settings = Settings(
+        agent_image="agent:2",
+        agent_image_pull_secrets=["ghcr"],
+        job_start_deadline=30,
+        job_run_deadline=600,
+    )
+    assert jobs.JobOptions.of(settings) == jobs.JobOptions("agent:2", ("ghcr",), 30, 600)
+    defaults = jobs.JobOptions.of(Settings())
+    assert (defaults.image_pull_secrets, defaults.start_deadline_s) == ((), 300)
+    assert defaults.run_deadline_s == 86400
 
 
 # --- the restore Job ------------------------------------------------------------------------

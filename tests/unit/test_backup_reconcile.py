@@ -27,6 +27,7 @@ from tests.fakekube import FakeKube
 
 NS = "prod"
 AGENT = "registry.example.com/database-operator:1.2.3"
+OPTIONS = jobs.JobOptions(agent_image=AGENT)
 T0 = datetime(2026, 3, 10, 2, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
 #: What the Secrets hold: never to be seen in a Job.
@@ -57,7 +58,9 @@ class World:
 
     @property
     def backups(self) -> BackupReconciler:
-        return BackupReconciler(cast(KubeApi, self.kube), self.events_for, lambda: self.now, AGENT)
+        return BackupReconciler(
+            cast(KubeApi, self.kube), self.events_for, lambda: self.now, OPTIONS
+        )
 
     def reasons(self, kind: str) -> list[str]:
         return [reason for held, _, _, reason, _ in self.events if held == kind]
@@ -326,7 +329,7 @@ async def test_a_ready_database_gets_the_backup_job_and_the_backup_runs() -> Non
         Database.model_validate(db),
         BackupDestination.model_validate({"s3": S3}),
         location,
-        AGENT,
+        OPTIONS,
     )
     job = world.stored("Job", JOB)
     assert job is not None
@@ -483,7 +486,7 @@ async def test_a_stored_backup_waits_for_its_delete_job_and_goes_once_it_complet
     assert (
         job["spec"]
         == jobs.delete_job(
-            DatabaseBackup.model_validate(world.stored("DatabaseBackup", "shop-1")), AGENT
+            DatabaseBackup.model_validate(world.stored("DatabaseBackup", "shop-1")), OPTIONS
         )["spec"]
     )
     assert await world.finalize() is False, "its Job runs"
@@ -574,3 +577,99 @@ async def test_a_running_backup_deleted_stops_its_job_before_deleting_the_data()
     assert await world.finalize() is False
     assert world.jobs() == [DELETE_JOB]
     assert ("DELETE", "Job", JOB) in world.kube.writes
+
+
+# --- Jobs that cannot start -----------------------------------------------------------------
+
+IMAGE_GONE = 'Back-off pulling image "registry.example.com/database-operator:1.2.3"'
+
+
+def waiting_pod(world: World, job: str, container: str, reason: str, message: str) -> None:
+    """``job`` (made at T0) has a pod whose ``container`` waits to start since 02:02: for a
+    backup, its dump ended then."""
+    found = world.stored("Job", job)
+    assert found is not None
+    found["metadata"]["creationTimestamp"] = "2026-03-10T02:00:00Z"
+    ended = {
+        "name": "dump",
+        "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-03-10T02:02:00Z"}},
+    }
+    waits = {"name": container, "state": {"waiting": {"reason": reason, "message": message}}}
+    world.kube.put(
+        {
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{job}-x1",
+                "namespace": NS,
+                "labels": {"batch.kubernetes.io/job-name": job},
+                "creationTimestamp": "2026-03-10T02:00:00Z",
+            },
+            "status": {
+                "phase": "Pending",
+                "startTime": "2026-03-10T02:02:00Z",
+                "initContainerStatuses": [ended] if container == "upload" else [],
+                "containerStatuses": [waits],
+            },
+        }
+    )
+
+
+@synchronously
+async def test_a_backup_whose_pod_cannot_start_says_why_then_fails_and_its_job_is_stopped() -> None:
+    world = await running_world()  # now 02:05
+    waiting_pod(world, JOB, "upload", "ImagePullBackOff", IMAGE_GONE)
+    result = await world.reconcile()
+    status = world.status()
+    assert (result.entered, status["phase"]) == (None, "Running")
+    assert status["message"] == (
+        f"Job {JOB} is backing up Database shop to s3://backups/team: "
+        f"team/prod/shop/shop-1.pgdump; its pod waits: upload: ImagePullBackOff: {IMAGE_GONE} "
+        "(stopped at 2026-03-10T02:07:00Z if it still waits then)"
+    )
+    world.kube.writes.clear()
+    await world.reconcile()
+    assert world.kube.writes == [], "the same wait: nothing to write"
+
+    world.now = T0 + timedelta(minutes=7)
+    result = await world.reconcile()
+    assert failed_with(world, "StartDeadlineExceeded") == (
+        f"Job {JOB} failed (StartDeadlineExceeded): its pod did not start within 300 s: "
+        f"upload: ImagePullBackOff: {IMAGE_GONE}"
+    )
+    assert result.reason == "StartDeadlineExceeded"
+    assert world.reasons("Database") == ["BackupFailed"]
+    job = world.stored("Job", JOB)
+    assert job is not None
+    assert job["spec"]["suspend"] is True
+    assert "did not start" in job["metadata"]["annotations"]["databases.example.com/stopped"]
+
+
+@synchronously
+async def test_a_delete_job_that_cannot_start_lets_the_backup_go_and_keeps_the_data() -> None:
+    world = await completed_world()  # now 02:05
+    assert await world.finalize() is False
+    waiting_pod(world, DELETE_JOB, "delete", "ErrImagePull", "401 Unauthorized")
+    world.now = T0 + timedelta(minutes=6)
+    assert await world.finalize() is False
+    message = world.status()["message"]
+    assert message.startswith(
+        "deleting the stored backup at s3://backups/team: team/prod/shop/shop-1.pgdump: "
+        f"Job {DELETE_JOB}; its pod waits: delete: ErrImagePull: 401 Unauthorized"
+    )
+    assert message.endswith("then the data is kept and the DatabaseBackup goes")
+
+    world.now = T0 + timedelta(minutes=7)
+    assert await world.finalize() is True
+    [(_, _, type_, reason, said)] = world.events
+    assert (type_, reason) == ("Warning", "BackupDataKept")
+    assert said == (
+        "kept the stored backup at s3://backups/team: team/prod/shop/shop-1.pgdump: "
+        f"Job {DELETE_JOB} failed (StartDeadlineExceeded): its pod did not start within 300 s: "
+        "delete: ErrImagePull: 401 Unauthorized"
+    )
+    job = world.stored("Job", DELETE_JOB)
+    assert job is not None and job["spec"]["suspend"] is True
+    # Looked at again (a restart before the finalizer went): the stopped Job says the same.
+    world.events.clear()
+    assert await world.finalize() is True
+    assert world.reasons("DatabaseBackup") == ["BackupDataKept"]

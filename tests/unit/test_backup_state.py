@@ -14,6 +14,7 @@ from database_operator.api.backup import (
     SCHEDULED,
     SCHEDULED_AT_ANNOTATION,
     BackupPhase,
+    BackupRecord,
     DatabaseBackup,
     DatabaseBackupStatus,
 )
@@ -137,6 +138,176 @@ def test_long_last_words_are_shortened_to_their_end() -> None:
     assert said.startswith("…")
     assert said.endswith("the real cause")
     assert len(said) == state.MAX_WORDS + 1
+
+
+# --- a Job whose pod cannot start: the start deadline -----------------------------------------
+
+DEADLINE = timedelta(minutes=5)
+#: When the Job (and its first pod) was created.
+MADE = "2026-03-10T02:00:00Z"
+IMAGE = "registry.example.com/database-operator:1.2.3"
+PULL = f'failed to pull and unpack image "{IMAGE}": 401 Unauthorized'
+
+
+def unfinished_job(**status: Any) -> Manifest:
+    return {"metadata": {"name": "shop-nightly", "creationTimestamp": MADE}, "status": status}
+
+
+def waiting_pod(
+    name: str,
+    reason: str,
+    message: str = "",
+    *,
+    init_ended: str | None = None,
+    phase: str = "Pending",
+) -> Manifest:
+    """The backup Job's pod: its dump (an init container) ended at ``init_ended`` and the
+    container ``name`` waits; or, without ``init_ended``, ``name`` is the first to wait."""
+    waits = {"name": name, "state": {"waiting": {"reason": reason, "message": message}}}
+    ended = {
+        "name": "dump",
+        "state": {"terminated": {"exitCode": 0, "finishedAt": init_ended}},
+    }
+    return {
+        "metadata": {"name": "shop-nightly-x1", "creationTimestamp": MADE},
+        "status": {
+            "phase": phase,
+            "startTime": MADE,
+            "initContainerStatuses": [ended] if init_ended else [waits],
+            "containerStatuses": [waits] if init_ended else [],
+        },
+    }
+
+
+def unscheduled_pod() -> Manifest:
+    return {
+        "metadata": {"name": "shop-nightly-x1", "creationTimestamp": MADE},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 3 Insufficient memory.",
+                    "lastTransitionTime": "2026-03-10T02:00:01Z",
+                }
+            ],
+        },
+    }
+
+
+def outcome_at(minutes: float, *pods: Manifest, found: Manifest | None = None) -> state.JobOutcome:
+    return state.job_outcome(
+        found or unfinished_job(active=1), pods, T0 + timedelta(minutes=minutes), DEADLINE
+    )
+
+
+@pytest.mark.parametrize(
+    ("waiting", "said"),
+    [
+        pytest.param(
+            waiting_pod("dump", "ErrImagePull", PULL),
+            f"dump: ErrImagePull: {PULL}",
+            id="image-pull",
+        ),
+        pytest.param(
+            waiting_pod("upload", "ImagePullBackOff", f'Back-off pulling image "{IMAGE}"'),
+            f'upload: ImagePullBackOff: Back-off pulling image "{IMAGE}"',
+            id="pull-back-off",
+        ),
+        pytest.param(
+            waiting_pod("upload", "CreateContainerConfigError", 'secret "s3-creds" not found'),
+            'upload: CreateContainerConfigError: secret "s3-creds" not found',
+            id="secret-gone",
+        ),
+        pytest.param(
+            unscheduled_pod(),
+            "pod shop-nightly-x1 Unschedulable: 0/3 nodes are available: 3 Insufficient memory.",
+            id="unschedulable",
+        ),
+    ],
+)
+def test_a_pod_that_cannot_start_says_why_until_the_start_deadline_then_fails(
+    waiting: Manifest, said: str
+) -> None:
+    before = outcome_at(4, waiting)
+    assert (before.finished, before.waiting, before.deadline) == (False, said, T1)
+    assert "stopped at 2026-03-10T02:05:00Z" in state.waiting_note(before)
+    after = outcome_at(5, waiting)
+    assert (after.finished, after.failed, after.stop) == (True, True, True)
+    assert after.reason == state.NOT_STARTED == "StartDeadlineExceeded"
+    assert after.message == f"its pod did not start within 300 s: {said}"
+    assert after.finished_at == T1
+
+
+def test_a_container_that_waits_is_timed_from_when_its_turn_came_not_from_the_job() -> None:
+    # The dump ran for an hour; then the agent's image could not be pulled.
+    late = waiting_pod("upload", "ErrImagePull", PULL, init_ended="2026-03-10T03:00:00Z")
+    assert outcome_at(64, late).waiting == f"upload: ErrImagePull: {PULL}"
+    assert outcome_at(64, late).finished is False
+    assert outcome_at(65, late).reason == state.NOT_STARTED
+
+
+def test_a_container_being_created_is_no_problem_to_report_but_counts_toward_the_deadline() -> None:
+    # A claim that cannot be mounted shows as nothing but ContainerCreating.
+    creating = waiting_pod("dump", "ContainerCreating")
+    assert outcome_at(4, creating) == state.JobOutcome(waiting="", deadline=T1)
+    assert outcome_at(6, creating).message == (
+        "its pod did not start within 300 s: dump: ContainerCreating"
+    )
+
+
+def test_a_job_that_made_no_pod_is_timed_from_its_creation() -> None:
+    assert outcome_at(4).finished is False
+    outcome = outcome_at(5)
+    assert outcome.reason == state.NOT_STARTED
+    assert "Job shop-nightly has made no pod" in outcome.message
+    assert "ResourceQuota" in outcome.message
+
+
+@pytest.mark.parametrize(
+    "pods",
+    [
+        pytest.param(
+            [
+                {
+                    "metadata": {"name": "p", "creationTimestamp": MADE},
+                    "status": {
+                        "phase": "Running",
+                        "containerStatuses": [{"name": "upload", "state": {"running": {}}}],
+                    },
+                }
+            ],
+            id="a-container-runs",
+        ),
+        pytest.param(
+            [pod(init=("dump", 1, "refused")) | {"status": {"phase": "Failed"}}], id="between-pods"
+        ),
+    ],
+)
+def test_a_job_whose_pod_runs_or_ended_is_never_stopped_for_the_start_deadline(
+    pods: list[Manifest],
+) -> None:
+    assert outcome_at(600, *pods) == state.JobOutcome()
+
+
+def test_without_a_clock_a_job_is_only_read() -> None:
+    assert state.job_outcome(unfinished_job(), [unscheduled_pod()]) == state.JobOutcome()
+
+
+def test_a_stopped_job_reads_as_the_same_failure_without_its_pods() -> None:
+    failed = outcome_at(5, waiting_pod("dump", "ErrImagePull", PULL))
+    patch = state.stopped_job_patch(failed)
+    assert patch == {
+        "metadata": {"annotations": {state.STOPPED_ANNOTATION: failed.message}},
+        "spec": {"suspend": True},
+    }
+    stopped = unfinished_job() | {"metadata": {"name": "j", **patch["metadata"]}}
+    again = state.job_outcome(stopped)
+    assert (again.finished, again.failed, again.reason) == (True, True, state.NOT_STARTED)
+    assert (again.message, again.stop) == (failed.message, False)
+    assert state.STOPPED_ANNOTATION == "databases.example.com/stopped"
 
 
 # --- advance --------------------------------------------------------------------------------
@@ -399,6 +570,20 @@ def test_the_records_are_kept_without_spec_backup_too() -> None:
     summary = state.summarize(make_db(backup=False), [done("a", OK, at(9))], NOW)
     assert summary.last_success is not None and summary.last_success.name == "a"
     assert summary.health is None
+
+
+def test_the_last_failure_stays_after_its_backup_is_deleted_until_a_newer_one_fails() -> None:
+    said = BackupRecord(name="c", time=at(7))
+    db = make_db()
+    db = db.model_copy(update={"status": db.status.model_copy(update={"last_failed_backup": said})})
+    # c deleted by retention once b completed: the status still says when a backup last failed.
+    summary = state.summarize(db, [done("b", OK, at(9))], NOW)
+    assert summary.last_failure == said
+    # An older failure still held does not take its place; a newer one does.
+    summary = state.summarize(db, [done("b", OK, at(9)), done("a", FAIL, at(6))], NOW)
+    assert summary.last_failure == said
+    summary = state.summarize(db, [done("b", OK, at(9)), done("d", FAIL, at(9, 5))], NOW)
+    assert summary.last_failure == BackupRecord(name="d", time=at(9, 5))
 
 
 @pytest.mark.parametrize(

@@ -488,6 +488,8 @@ def test_deployment_runs_the_operator_with_the_values_as_flags(render: Render) -
         "--resync-interval=30",
         "--retry-max-delay=20",
         "--workers=4",
+        "--job-start-deadline=300",
+        "--job-run-deadline=86400",
         "--leader-election",
         "--lease-name=ha",
         "--lease-duration=30",
@@ -507,6 +509,35 @@ def test_deployment_runs_the_operator_with_the_values_as_flags(render: Render) -
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     service = only(objects, "Service", f"{FULLNAME}-metrics")
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+@pytest.mark.parametrize(
+    ("values", "flag"),
+    [
+        pytest.param([], None, id="no-pull-secrets"),
+        pytest.param(
+            ["imagePullSecrets[0].name=ghcr", "imagePullSecrets[1].name=mirror"],
+            "--agent-image-pull-secrets=ghcr,mirror",
+            id="the-operators-own",
+        ),
+        pytest.param(
+            ["imagePullSecrets[0].name=ghcr", "jobs.imagePullSecrets={team-pull}"],
+            "--agent-image-pull-secrets=team-pull",
+            id="the-jobs-own",
+        ),
+    ],
+)
+def test_the_jobs_pull_with_the_operators_pull_secrets_unless_given_theirs(
+    render: Render, values: list[str], flag: str | None
+) -> None:
+    args = container(render(*sets(*values)))["args"]
+    given = [arg for arg in args if arg.startswith("--agent-image-pull-secrets")]
+    assert given == ([flag] if flag else [])
+
+
+def test_the_jobs_deadlines_are_values(render: Render) -> None:
+    args = container(render(*sets("jobs.startDeadline=60", "jobs.runDeadline=7200")))["args"]
+    assert {"--job-start-deadline=60", "--job-run-deadline=7200"} <= set(args)
 
 
 def test_pod_name_and_namespace_reach_the_operator_from_the_downward_api(render: Render) -> None:

@@ -193,3 +193,33 @@ def test_run_refuses_a_tracing_variable_it_cannot_use(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
     assert main(["run", "--tracing"]) == 2
     assert "OTEL_EXPORTER_OTLP_PROTOCOL='http/json' is not supported" in capsys.readouterr().err
+
+
+# --- the Jobs of backups, restores and deletions ---------------------------------------------
+
+
+def test_jobs_start_within_five_minutes_run_within_a_day_and_pull_with_no_secret() -> None:
+    settings = Settings()
+    assert (settings.job_start_deadline, settings.job_run_deadline) == (300, 86400)
+    assert settings.agent_image_pull_secrets == []
+
+
+def test_the_jobs_pull_secrets_are_read_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_OPERATOR_AGENT_IMAGE_PULL_SECRETS", "ghcr, mirror.example")
+    monkeypatch.setenv("DATABASE_OPERATOR_JOB_START_DEADLINE", "30")
+    settings = Settings()
+    assert settings.agent_image_pull_secrets == ["ghcr", "mirror.example"]
+    assert settings.job_start_deadline == 30
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "said"),
+    [
+        ("agent_image_pull_secrets", ["Not_A_Name"], "not the name of a Secret: 'Not_A_Name'"),
+        ("job_start_deadline", 0, "greater than 0"),
+        ("job_run_deadline", 0, "greater than or equal to 1"),
+    ],
+)
+def test_bad_job_settings_are_refused(setting: str, value: object, said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        Settings(**{setting: value})  # type: ignore[arg-type]

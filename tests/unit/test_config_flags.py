@@ -47,6 +47,9 @@ FLAGS = {
     "image_registries": ["--image-registries"],
     "tracing": ["--tracing", "--no-tracing"],
     "agent_image": ["--agent-image"],
+    "agent_image_pull_secrets": ["--agent-image-pull-secrets"],
+    "job_start_deadline": ["--job-start-deadline"],
+    "job_run_deadline": ["--job-run-deadline"],
 }
 
 
@@ -88,6 +91,8 @@ EVERY_FLAG = [
     *("--webhook-cert-dir=/certs", "--webhook-url=https://127.0.0.1:9443"),
     *("--webhook-configuration=cfg", "--image-registries=a.example/, b.example/", "--tracing"),
     "--agent-image=agent:2",
+    *("--agent-image-pull-secrets=ghcr, mirror", "--job-start-deadline=30"),
+    "--job-run-deadline=3600",
 ]
 EXPECTED: dict[str, Any] = {
     "namespaces": ["a", "b"],
@@ -115,6 +120,9 @@ EXPECTED: dict[str, Any] = {
     "image_registries": ["a.example/", "b.example/"],
     "tracing": True,
     "agent_image": "agent:2",
+    "agent_image_pull_secrets": ["ghcr", "mirror"],
+    "job_start_deadline": 30,
+    "job_run_deadline": 3600,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -15,12 +16,14 @@ from database_operator.backups import jobs, restore
 from database_operator.backups.restore import Gate, Source
 from database_operator.kube import KubeApi
 from database_operator.manifest import Manifest
-from database_operator.reasons import Reason
+from database_operator.reasons import Problem, Reason
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
 
 NS = "prod"
 AGENT = "registry.example.com/database-operator:1.2.3"
+OPTIONS = jobs.JobOptions(agent_image=AGENT)
+NOW = datetime(2026, 3, 10, 2, 0, tzinfo=UTC)
 DIGEST = "cd" * 32
 JOB = "shop-restore"
 S3 = {"bucket": "backups", "credentialsSecretRef": {"name": "s3-creds"}}
@@ -86,13 +89,15 @@ async def gate(
     db: Database,
     backups: dict[str, DatabaseBackup] | None = None,
     primary: Manifest | None = None,
+    now: datetime = NOW,
 ) -> Gate:
     return await restore.gate(
         cast(KubeApi, kube),
         db,
         named(source_backup()) if backups is None else backups,
         primary=primary,
-        agent_image=AGENT,
+        options=OPTIONS,
+        now=now,
     )
 
 
@@ -237,7 +242,7 @@ async def test_the_first_look_creates_the_restore_job_and_holds_the_database() -
     job = kube.objects.get(("Job", NS, JOB))
     assert job is not None, "created in the Database's namespace"
     expected = jobs.restore_job(
-        db, BackupDestination.model_validate({"s3": S3}), LOCATION, DIGEST, AGENT
+        db, BackupDestination.model_validate({"s3": S3}), LOCATION, DIGEST, OPTIONS
     )
     assert job["spec"] == expected["spec"]
     assert kube.written("POST") == [("POST", "Job", JOB)]
@@ -345,3 +350,81 @@ async def test_a_foreign_job_with_the_restore_jobs_name_fails_the_database() -> 
     assert found.failure.reason == Reason.CHILD_NAME_CONFLICT
     assert f"Job {JOB!r} exists and the operator did not create it" in found.failure.message
     assert kube.objects[("Job", NS, JOB)]["spec"] == {}
+
+
+# --- a restore Job that cannot start ---------------------------------------------------------
+
+PULL = 'failed to pull and unpack image "registry.example.com/database-operator:1.2.3": 401'
+
+
+def waiting_pod(kube: FakeKube, reason: str, message: str) -> None:
+    """The restore Job (made at NOW) has a pod whose fetch container waits to start."""
+    kube.objects[("Job", NS, JOB)]["metadata"]["creationTimestamp"] = "2026-03-10T02:00:00Z"
+    kube.put(
+        {
+            "kind": "Pod",
+            "metadata": {
+                "name": "shop-restore-x1",
+                "namespace": NS,
+                "labels": {"batch.kubernetes.io/job-name": JOB},
+                "creationTimestamp": "2026-03-10T02:00:00Z",
+            },
+            "status": {
+                "phase": "Pending",
+                "startTime": "2026-03-10T02:00:01Z",
+                "initContainerStatuses": [
+                    {"name": "fetch", "state": {"waiting": {"reason": reason, "message": message}}}
+                ],
+            },
+        }
+    )
+
+
+@synchronously
+async def test_a_restore_job_that_cannot_start_says_why_then_fails_and_is_stopped() -> None:
+    kube = with_secrets("s3-creds")
+    db = make_db(FROM_BACKUP)
+    await gate(kube, db)
+    waiting_pod(kube, "ErrImagePull", PULL)
+    found = await gate(kube, db, now=NOW + timedelta(minutes=4))
+    assert (found.hold, found.failure) == (True, None)
+    assert found.progress == Problem(
+        Reason.RESTORING,
+        f"restoring DatabaseBackup nightly: Job {JOB}; its pod waits: fetch: ErrImagePull: "
+        f"{PULL} (stopped at 2026-03-10T02:05:01Z if it still waits then)",
+    )
+    kube.writes.clear()
+    found = await gate(kube, db, now=NOW + timedelta(minutes=6))
+    expected = Problem(
+        Reason.START_DEADLINE_EXCEEDED,
+        f"restoring DatabaseBackup nightly failed (Job {JOB}, StartDeadlineExceeded): its pod "
+        f"did not start within 300 s: fetch: ErrImagePull: {PULL}",
+    )
+    assert (found.hold, found.failure, found.progress) == (True, expected, None)
+    # Stopped, so that no pod of it tries again, and the restore is not tried over again.
+    assert kube.writes == [("PATCH", "Job", JOB)]
+    job = kube.objects[("Job", NS, JOB)]
+    assert job["spec"]["suspend"] is True
+    del kube.objects[("Pod", NS, "shop-restore-x1")]  # the Job controller deletes it
+    kube.writes.clear()
+    again = await gate(kube, db, now=NOW + timedelta(hours=1))
+    assert (again.failure, kube.writes) == (expected, [])
+
+
+@synchronously
+async def test_a_secret_deleted_after_the_restore_job_was_made_is_reported_by_its_pod() -> None:
+    kube = with_secrets("s3-creds")
+    db = make_db(FROM_BACKUP)
+    await gate(kube, db)
+    del kube.objects[("Secret", NS, "s3-creds")]
+    waiting_pod(kube, "CreateContainerConfigError", 'secret "s3-creds" not found')
+    found = await gate(kube, db, now=NOW + timedelta(minutes=1))
+    # Still restoring (the Secret may come back), and the kubelet's words name what is missing.
+    assert found.failure is None and found.progress is not None
+    assert (
+        'fetch: CreateContainerConfigError: secret "s3-creds" not found' in found.progress.message
+    )
+    later = await gate(kube, db, now=NOW + timedelta(minutes=6))
+    assert later.failure is not None
+    assert later.failure.reason == Reason.START_DEADLINE_EXCEEDED
+    assert 'secret "s3-creds" not found' in later.failure.message

@@ -4,8 +4,13 @@ of backups to look at, worked by a few tasks (`BackupController`), like the Data
 
 A backup is looked at when it changes, when its Job changes, and periodically while it is not
 finished; a finished one is looked at again only when it is deleted. Each change to a backup
-wakes its Database too: its status names its newest backups, its schedule and retention count
-them.
+wakes its Database too — one its watch delivers, and one our own write made (whose watch event,
+the echo, then finds that version held and wakes nothing) — at once: its status names its
+newest backups, its schedule and retention count them.
+
+A backup not yet started is judged against its Database: the Databases are listed before any
+backup is looked at (Controller.prime), and one the cache lacks is read from the API server
+before the backup is failed as DatabaseNotFound, which is final.
 """
 
 from __future__ import annotations
@@ -17,8 +22,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from database_operator.api.backup import BACKUP_KIND, BackupPhase, DatabaseBackup
+from database_operator.api.backup import (
+    BACKUP_KIND,
+    DATABASE_LABEL,
+    BackupPhase,
+    DatabaseBackup,
+)
 from database_operator.backups import state
+from database_operator.backups.jobs import JobOptions
 from database_operator.backups.reconcile import BackupReconciler, EventsFor
 from database_operator.cache import newer, stripped, version
 from database_operator.clock import Clock, system_clock
@@ -27,7 +38,12 @@ from database_operator.kube import ApiError, Kube, KubeApi, NotLeadingError
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import Metrics
-from database_operator.reconcile import add_finalizer, has_finalizer, remove_finalizer
+from database_operator.reconcile import (
+    add_finalizer,
+    has_finalizer,
+    missing_labels,
+    remove_finalizer,
+)
 from database_operator.selection import database_selector
 from database_operator.workqueue import WorkQueue
 
@@ -114,6 +130,16 @@ class BackupIndex:
         )
 
 
+def _unstarted(body: Manifest) -> bool:
+    """Whether a backup is yet to be started (no phase, or Pending): only then does its
+    Database decide anything."""
+    return (body.get("status") or {}).get("phase") in (None, BackupPhase.PENDING)
+
+
+async def _unknown(_: Key) -> Manifest | None:
+    return None
+
+
 async def work_on(
     queue: WorkQueue[Key],
     active: asyncio.Event,
@@ -149,6 +175,9 @@ class BackupController:
     #: Look at a Database again (its backups changed).
     wake_database: Callable[[Key, str], None]
     active: asyncio.Event
+    #: A Database the Databases' loop does not hold, read from the API server (None: there is
+    #: none), kept by that loop if found.
+    find_database: Callable[[Key], Awaitable[Manifest | None]] = _unknown
     index: BackupIndex = field(default_factory=BackupIndex)
     now: Clock = system_clock
     queue: WorkQueue[Key] = field(init=False)
@@ -157,7 +186,7 @@ class BackupController:
     def __post_init__(self) -> None:
         self.queue = WorkQueue(base_delay=RETRY_BASE_S, max_delay=self.settings.retry_max_delay)
         self.backups = BackupReconciler(
-            self.client, self.events_for, self.now, self.settings.agent_image
+            self.client, self.events_for, self.now, JobOptions.of(self.settings)
         )
 
     # --- what the watches tell --------------------------------------------------------------
@@ -238,13 +267,17 @@ class BackupController:
             if body["metadata"].get("deletionTimestamp"):
                 await self._finalize(key, body)
                 return
-            if not has_finalizer(body):
-                body = await add_finalizer(self.client, body, BACKUP_KIND)
-                self.index.put(body)
             database = key[0], str((body.get("spec") or {}).get("database", ""))
-            result = await self.backups.reconcile(
-                body, self.databases.get(database), self.index.running(database, key[1])
-            )
+            # Labelled with its Database, whoever made it (a schedule labels its own): so
+            # `kubectl get dbbackup -l databases.example.com/database=NAME` finds every one.
+            labels = {DATABASE_LABEL: database[1]}
+            if not has_finalizer(body) or missing_labels(body, labels):
+                body = await add_finalizer(self.client, body, BACKUP_KIND, labels)
+                self._keep(body)
+            db = self.databases.get(database)
+            if db is None and _unstarted(body):  # missing is final: ask the API server first
+                db = await self.find_database(database)
+            result = await self.backups.reconcile(body, db, self.index.running(database, key[1]))
         except NotLeadingError:  # stepped down: the leader takes it on
             self.queue.add(key, trigger)
             return
@@ -267,18 +300,26 @@ class BackupController:
             return
         self.queue.forget(key)
         if result.body is not None:
-            self.index.put(result.body)
+            self._keep(result.body)
         if result.status.phase not in (BackupPhase.COMPLETED, BackupPhase.FAILED):
             interval = self.settings.resync_interval
             self.queue.schedule(key, interval * (1 + random.uniform(0, 0.1)), "resync")  # noqa: S311
         self._record(key, trigger, result.entered, result.reason, started)
+
+    def _keep(self, body: Manifest) -> None:
+        """Hold what our own write of a backup answered, and wake its Database as that change's
+        watch event would have: the event, when it comes, finds the version held (an echo) and
+        wakes nothing. (Before, a backup's end reached its Database only when the echo came
+        before the answer — 5 times in 21 — else at the Database's next resync.)"""
+        if self.index.put(body) and (database := self.index.database_of(key_of(body))):
+            self.wake_database(database, "DatabaseBackup")
 
     async def _finalize(self, key: Key, body: Manifest) -> None:
         if not has_finalizer(body):
             return
         if await self.backups.finalize(body):
             if left := await remove_finalizer(self.client, body, BACKUP_KIND):
-                self.index.put(left)
+                self._keep(left)
             get_logger().info("backup finalized", namespace=key[0], name=key[1])
         else:  # its delete Job's events wake it; look again anyway, in case one is lost
             self.queue.schedule(key, self.settings.resync_interval, "resync")

@@ -3,8 +3,12 @@
 Each Job's pod runs the engine's own tools in the engine's image (recipes.py) and the agent in
 the operator's image (agent.py), with the Database pods' restricted security: non-root (the
 engine image's UID), no privilege escalation, no capabilities, RuntimeDefault seccomp, no API
-token. Credentials reach them only as secretKeyRefs. A Job retries a failed pod twice, except
-when a container exits with the agent's "a retry cannot help" status, which fails it at once.
+token. Credentials reach them only as secretKeyRefs; the images are pulled with the operator's
+own pull secrets (JobOptions). A Job retries a failed pod twice, except when a container exits
+with the agent's "a retry cannot help" status, which fails it at once. Every Job ends: it runs
+at most the run deadline (activeDeadlineSeconds, enforced by Kubernetes), and one whose pod
+cannot start a container (an image it cannot pull, a Secret gone, no node) is stopped by the
+operator after the start deadline (state.job_outcome, observe.follow_job).
 
 - backup: ``dump`` (engine image, against the Database's read-write Service) writes the dump
   into a scratch volume; ``upload`` (agent) stores it. Owned by its DatabaseBackup.
@@ -17,6 +21,7 @@ when a container exits with the agent's "a retry cannot help" status, which fail
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from database_operator.api.backup import (
     ACCESS_KEY_ID,
@@ -29,6 +34,7 @@ from database_operator.api.backup import (
 from database_operator.api.common import GROUP, VERSION
 from database_operator.api.models import SHARD_LABEL, Database
 from database_operator.backups import agent, recipes
+from database_operator.config import Settings
 from database_operator.desired.common import (
     MANAGED_BY,
     PRIMARY,
@@ -63,6 +69,27 @@ DESTINATION_MOUNT = "/destination"
 #: Of a Database's placement, what a backup's pod takes: the nodes it may run on.
 NODE_PLACEMENT = ("nodeSelector", "tolerations", "priorityClassName")
 CA_MOUNT = "/etc/database-operator/s3-ca"
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What the settings say of every Job: the agent's image, the Secrets its pod pulls images
+    with, how long its pod may wait to start a container (the operator stops it then, see
+    state.job_outcome), and how long it may run in all (Kubernetes stops it then)."""
+
+    agent_image: str
+    image_pull_secrets: tuple[str, ...] = ()
+    start_deadline_s: float = Settings.model_fields["job_start_deadline"].default
+    run_deadline_s: int = Settings.model_fields["job_run_deadline"].default
+
+    @classmethod
+    def of(cls, settings: Settings) -> JobOptions:
+        return cls(
+            agent_image=settings.agent_image,
+            image_pull_secrets=tuple(settings.agent_image_pull_secrets),
+            start_deadline_s=settings.job_start_deadline,
+            run_deadline_s=settings.job_run_deadline,
+        )
 
 
 def job_name(base: str, suffix: str = "") -> str:
@@ -195,18 +222,29 @@ def _engine_container(
 
 
 def _job(
-    name: str, namespace: str, labels: dict[str, str], owners: list[Manifest], pod: Manifest
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    owners: list[Manifest],
+    pod: Manifest,
+    *,
+    options: JobOptions,
 ) -> Manifest:
     # The namespace is the API path the Job is created at: without it a POST goes to the
     # cluster-wide collection, which the API server refuses.
     meta: Manifest = {"name": name, "namespace": namespace, "labels": labels}
     if owners:
         meta["ownerReferences"] = owners
+    # The operator's own pull secrets, for its image (the agent's) in the Database's namespace:
+    # a pod that names none gets its ServiceAccount's instead.
+    secrets = [{"name": secret} for secret in options.image_pull_secrets]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": meta,
         "spec": {
+            # Every Job ends: Kubernetes fails one still running then (DeadlineExceeded).
+            "activeDeadlineSeconds": options.run_deadline_s,
             "backoffLimit": BACKOFF_LIMIT,
             "podFailurePolicy": {
                 "rules": [
@@ -224,6 +262,7 @@ def _job(
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
+                    **({"imagePullSecrets": secrets} if secrets else {}),
                     **pod,
                 },
             },
@@ -240,7 +279,7 @@ def backup_job(
     db: Database,
     destination: BackupDestination,
     location: str,
-    agent_image: str,
+    options: JobOptions,
 ) -> Manifest:
     """The Job that takes ``backup`` of ``db`` and stores it at ``location`` in
     ``destination``."""
@@ -259,7 +298,7 @@ def backup_job(
     dump["volumeMounts"] = [scratch]
     upload = _agent(
         "upload",
-        agent_image,
+        options.agent_image,
         [
             "upload",
             f"--file={recipes.BACKUP_DIR}/{dump_file}",
@@ -283,7 +322,14 @@ def backup_job(
         "volumes": [{"name": BACKUP_VOLUME, "emptyDir": {}}, *volumes],
         **nodes,
     }
-    return _job(backup_job_name(backup), db.namespace, labels, _owned_by_backup(backup), pod)
+    return _job(
+        backup_job_name(backup),
+        db.namespace,
+        labels,
+        _owned_by_backup(backup),
+        pod,
+        options=options,
+    )
 
 
 def _appendonly(db: Database) -> bool:
@@ -299,7 +345,7 @@ def restore_job(
     destination: BackupDestination,
     location: str,
     sha256: str | None,
-    agent_image: str,
+    options: JobOptions,
 ) -> Manifest:
     """The Job that restores the backup at ``location`` (checksum ``sha256``, if a
     DatabaseBackup recorded one) onto ``db``'s volume, before its Deployment is created."""
@@ -315,7 +361,11 @@ def restore_job(
         f"--version={resolved_version(db)}",
     ] + ([f"--sha256={sha256}"] if sha256 else [])
     fetch = _agent(
-        "fetch", agent_image, fetch_args, destination_env(destination, location), [scratch, *mounts]
+        "fetch",
+        options.agent_image,
+        fetch_args,
+        destination_env(destination, location),
+        [scratch, *mounts],
     )
     # PostgreSQL keeps its data in a folder of the volume (PGDATA), the others at its root.
     data_dir = engine_facts_.env.get("PGDATA", engine_facts_.data_path)
@@ -353,10 +403,17 @@ def restore_job(
         # Where the database will run: a volume bound on first use binds where this pod runs.
         **placement(db),
     }
-    return _job(restore_job_name(db), db.namespace, labels, controlled_owner_references(db), pod)
+    return _job(
+        restore_job_name(db),
+        db.namespace,
+        labels,
+        controlled_owner_references(db),
+        pod,
+        options=options,
+    )
 
 
-def delete_job(backup: DatabaseBackup, agent_image: str) -> Manifest:
+def delete_job(backup: DatabaseBackup, options: JobOptions) -> Manifest:
     """The Job that deletes ``backup``'s stored data (as recorded in its status)."""
     status = backup.status
     assert status.destination is not None and status.location is not None
@@ -365,7 +422,7 @@ def delete_job(backup: DatabaseBackup, agent_image: str) -> Manifest:
     uid = facts(engine).uid  # the UID that wrote the backup: on a claim, its files are its own
     deleter = _agent(
         "delete",
-        agent_image,
+        options.agent_image,
         ["delete"],
         destination_env(status.destination, status.location),
         mounts,
@@ -383,4 +440,11 @@ def delete_job(backup: DatabaseBackup, agent_image: str) -> Manifest:
         "containers": [deleter],
         "volumes": volumes,
     }
-    return _job(delete_job_name(backup), backup.namespace, labels, _owned_by_backup(backup), pod)
+    return _job(
+        delete_job_name(backup),
+        backup.namespace,
+        labels,
+        _owned_by_backup(backup),
+        pod,
+        options=options,
+    )

@@ -1,7 +1,10 @@
 """What the backup code reads from the API: whether a destination's Secrets and claim exist, and
-what a Job (and, once it finished, its pods) says."""
+what a Job and its pods say — and the one write that goes with it: stopping a Job whose pod did
+not start by the start deadline."""
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 from database_operator.api.backup import (
     ACCESS_KEY_ID,
@@ -21,7 +24,9 @@ async def destination_problem(
     missing), or None. Names only, never a value."""
     if destination.pvc is not None:
         name = destination.pvc.claim_name
-        if await kube.get("PersistentVolumeClaim", namespace, name) is None:
+        # A user's claim: the cache holds only the claims the operator made (its watch selects
+        # them by label), so a read from it would say any other claim does not exist.
+        if await kube.get_live("PersistentVolumeClaim", namespace, name) is None:
             return f"PersistentVolumeClaim {name!r} does not exist in namespace {namespace!r}"
         return None
     s3 = destination.s3
@@ -46,9 +51,19 @@ async def _pods_of(kube: KubeApi, namespace: str, job_name: str) -> list[Manifes
     return [pod async for page in kube.list_pages("Pod", namespace, selector) for pod in page]
 
 
-async def job_result(kube: KubeApi, namespace: str, job: Manifest) -> state.JobOutcome:
-    """What a Job says; its pods are read only once it has finished."""
+async def follow_job(
+    kube: KubeApi, namespace: str, job: Manifest, now: datetime, start_deadline_s: float
+) -> state.JobOutcome:
+    """What a Job and its pods say (state.job_outcome). A Job whose pod has not started a
+    container within ``start_deadline_s`` is stopped here: suspended, so that none of its pods
+    tries again, and annotated with why, so that every later look reads the same failure
+    without its pods."""
     outcome = state.job_outcome(job)
-    if not outcome.finished:
-        return outcome
-    return state.job_outcome(job, await _pods_of(kube, namespace, job["metadata"]["name"]))
+    if outcome.reason == state.NOT_STARTED:
+        return outcome  # stopped before
+    name = job["metadata"]["name"]
+    pods = await _pods_of(kube, namespace, name)
+    outcome = state.job_outcome(job, pods, now, timedelta(seconds=start_deadline_s))
+    if outcome.stop:
+        await kube.merge_patch("Job", namespace, name, state.stopped_job_patch(outcome))
+    return outcome

@@ -9,7 +9,10 @@ Failed) rather than restored around: a DatabaseBackup that does not exist, that 
 another engine or a newer major version; a destination whose Secret or claim is missing (its
 Job could never start). The fetch step of the Job then checks the stored backup itself — its
 metadata, size and SHA-256 against what its DatabaseBackup recorded — and refuses a corrupt or
-truncated one; its words become the Database's RestoreFailed message.
+truncated one; its words become the Database's RestoreFailed message. A Job whose pod cannot
+start a container (an image it cannot pull, a Secret deleted since) is stopped after the start
+deadline and the restore fails, StartDeadlineExceeded, with the kubelet's words: the stopped
+Job stays, and says so to every later look, until it is deleted to try again.
 
 Done is remembered twice over: ``status.restoredFrom``, and the primary's Deployment, created
 only after the restore. Neither is ever undone, so a restore never runs again over data.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from database_operator.api.backup import (
     BackupDestination,
@@ -27,9 +31,10 @@ from database_operator.api.backup import (
     RestoreRecord,
 )
 from database_operator.api.models import Database
-from database_operator.backups import jobs
+from database_operator.backups import jobs, state
 from database_operator.backups.agent import compatible
-from database_operator.backups.observe import destination_problem, job_result
+from database_operator.backups.jobs import JobOptions
+from database_operator.backups.observe import destination_problem, follow_job
 from database_operator.desired.common import resolved_version
 from database_operator.kube import KubeApi
 from database_operator.manifest import Manifest
@@ -116,7 +121,8 @@ async def gate(
     backups: Mapping[str, DatabaseBackup],
     *,
     primary: Manifest | None,
-    agent_image: str,
+    options: JobOptions,
+    now: datetime,
 ) -> Gate:
     """Whether the Deployments may be made; starts and follows the restore Job meanwhile."""
     if db.spec.restore is None or db.status.restored_from is not None or primary is not None:
@@ -124,37 +130,57 @@ async def gate(
     source = resolve(db, backups)
     if isinstance(source, Gate):
         return source
+    return await _follow(kube, db, source, options, now)
+
+
+async def _restore_job(
+    kube: KubeApi, db: Database, source: Source, options: JobOptions
+) -> Manifest | Problem | None:
+    """The restore Job, created if there is none (None: created just now, or not to be seen
+    yet); a Problem if it cannot be."""
+    name = jobs.restore_job_name(db)
+    job = await kube.get("Job", db.namespace, name)
+    if job is not None:
+        return job
+    # Checked before the Job is made; a Job made already says itself what it misses.
     if problem := await destination_problem(kube, db.namespace, source.destination):
-        return Gate(hold=True, failure=Problem(Reason.DESTINATION_NOT_FOUND, problem))
-    return await _follow(kube, db, source, agent_image)
+        return Problem(Reason.DESTINATION_NOT_FOUND, problem)
+    manifest = jobs.restore_job(db, source.destination, source.location, source.sha256, options)
+    if await kube.create(manifest, exist_ok=True) is not None:
+        return None
+    # A namesake the watch does not show (not labelled as ours), or ours a moment early.
+    return await kube.get_live("Job", db.namespace, name)
 
 
-async def _follow(kube: KubeApi, db: Database, source: Source, agent_image: str) -> Gate:
+async def _follow(
+    kube: KubeApi, db: Database, source: Source, options: JobOptions, now: datetime
+) -> Gate:
     """Start the restore Job, or say what it is doing, why it failed, or what it restored."""
     what = f"DatabaseBackup {source.backup}" if source.backup else source.location
     name = jobs.restore_job_name(db)
-    restoring = Gate(hold=True, progress=Problem(Reason.RESTORING, f"restoring {what}: Job {name}"))
-    job = await kube.get("Job", db.namespace, name)
+    job = await _restore_job(kube, db, source, options)
+    if isinstance(job, Problem):
+        return Gate(hold=True, failure=job)
     if job is None:
-        manifest = jobs.restore_job(
-            db, source.destination, source.location, source.sha256, agent_image
-        )
-        if await kube.create(manifest, exist_ok=True) is not None:
-            return restoring
-        # A namesake the watch does not show (not labelled as ours), or ours a moment early.
-        job = await kube.get_live("Job", db.namespace, name)
-    if job is None:
-        return restoring
+        return Gate(hold=True, progress=Problem(Reason.RESTORING, f"restoring {what}: Job {name}"))
     if (clash := conflict(job, db)) is not None:
         return Gate(
             hold=True, failure=Problem(Reason.CHILD_NAME_CONFLICT, conflict_message([clash]))
         )
-    outcome = await job_result(kube, db.namespace, job)
+    outcome = await follow_job(kube, db.namespace, job, now, options.start_deadline_s)
     if outcome.failed:
         why = f"restoring {what} failed (Job {name}, {outcome.reason}): {outcome.message}"
-        return Gate(hold=True, failure=Problem(Reason.RESTORE_FAILED, why))
+        reason = (
+            Reason.START_DEADLINE_EXCEEDED
+            if outcome.reason == state.NOT_STARTED
+            else Reason.RESTORE_FAILED
+        )
+        return Gate(hold=True, failure=Problem(reason, why))
     if not outcome.finished:
-        return restoring
+        note = state.waiting_note(outcome)
+        return Gate(
+            hold=True, progress=Problem(Reason.RESTORING, f"restoring {what}: Job {name}{note}")
+        )
     return Gate(
         restored=RestoreRecord(
             backup=source.backup, location=source.location, time=outcome.finished_at

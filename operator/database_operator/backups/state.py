@@ -1,11 +1,16 @@
 """What a backup's status says, from what was observed: pure, no I/O, no clock of its own.
 
-- `job_outcome`: what a backup's Job and its pods report (still running; done, with the agent's
-  result; failed, and the containers' last words).
+- `job_outcome`: what a Job of the operator's (a backup, a restore, a deletion) and its pods
+  report: still running, or waiting to start a container and why (`waiting`: not scheduled, an
+  image it cannot pull, a Secret gone); done, with the agent's result; failed, and the
+  containers' last words — or not started by the start deadline: then the Job is to be stopped
+  (suspended, and annotated with why, so that a look at it later reads the same failure).
 - `advance`: a DatabaseBackup's next status — its phase, the fields of that phase, and its two
   conditions, ``Completed`` and ``Failed`` (like a batch Job's), stamped with its generation.
 - `summarize`: what a Database's status says of its backups — the newest that completed and
-  that failed, and its ``BackupHealthy`` condition:
+  that failed (the failure stays once that backup is deleted: retention deletes a failed backup
+  when a later one completed, and the last failure's time is what its gauge and alerts read),
+  and its ``BackupHealthy`` condition:
 
   ====================================================  =======  =====================
   when (spec.backup set; rows checked top to bottom)     status   reason
@@ -40,7 +45,7 @@ from database_operator.api.backup import (
     DatabaseBackup,
     DatabaseBackupStatus,
 )
-from database_operator.api.common import ConditionStatus
+from database_operator.api.common import GROUP, ConditionStatus
 from database_operator.api.models import Database
 from database_operator.backups import cron
 from database_operator.conditions import Verdict, false, stamped, true, whole_seconds
@@ -54,6 +59,16 @@ BACKUP_HEALTHY = "BackupHealthy"
 UPLOAD_CONTAINER = "upload"
 #: Of the containers' last words, this much goes into a message (the status holds 32 KiB).
 MAX_WORDS = 2000
+#: The annotation on a Job the operator stopped (spec.suspend) because its pod did not start
+#: by the start deadline: why, as the failure's message says it.
+STOPPED_ANNOTATION = f"{GROUP}/stopped"
+#: A Job's failure reason (beside Kubernetes' own, e.g. DeadlineExceeded) when its pod did not
+#: start a container by the start deadline.
+NOT_STARTED = str(Reason.START_DEADLINE_EXCEEDED)
+#: What a container waits for while it starts as it should: not a problem to report (yet).
+STARTING = frozenset({"ContainerCreating", "PodInitializing"})
+#: A pod that is done: the Job controller makes the next one, or the Job finishes.
+ENDED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 # --- the Job ----------------------------------------------------------------------------------
@@ -67,10 +82,27 @@ class JobOutcome:
     failed: bool = False
     #: What the agent reported (its termination message, JSON), once the Job completed.
     result: dict[str, Any] | None = None
-    #: Why it failed: the Job's condition reason, and the pods' last words.
+    #: Why it failed: the Job's condition reason (NOT_STARTED: the start deadline passed), and
+    #: the pods' last words.
     reason: str = ""
     message: str = ""
     finished_at: datetime | None = None
+    #: Not finished: what keeps its pod from starting, as the scheduler or the kubelet says it
+    #: ("" while nothing is wrong), and when the Job is stopped if it still waits then.
+    waiting: str = ""
+    deadline: datetime | None = None
+    #: Failed for NOT_STARTED just now: the caller stops the Job (stopped_job_patch).
+    stop: bool = False
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A Job's pod that has not started its current container: since when it waits, and why."""
+
+    since: datetime
+    why: str
+    #: Something is wrong (an image pull, a Secret, no node), not a container being created.
+    problem: bool = True
 
 
 def _condition(job: Manifest, type_: str) -> Manifest | None:
@@ -80,12 +112,16 @@ def _condition(job: Manifest, type_: str) -> Manifest | None:
     return None
 
 
-def _terminated(pod: Manifest) -> list[tuple[str, Manifest]]:
+def _statuses(pod: Manifest) -> list[Manifest]:
+    """A pod's containers' statuses in the order they run: init containers first."""
     status = pod.get("status") or {}
-    containers = [*status.get("initContainerStatuses", []), *status.get("containerStatuses", [])]
+    return [*status.get("initContainerStatuses", []), *status.get("containerStatuses", [])]
+
+
+def _terminated(pod: Manifest) -> list[tuple[str, Manifest]]:
     return [
         (str(c.get("name")), c["state"]["terminated"])
-        for c in containers
+        for c in _statuses(pod)
         if (c.get("state") or {}).get("terminated")
     ]
 
@@ -99,11 +135,123 @@ def _time(text: object) -> datetime | None:
         return None
 
 
-def job_outcome(job: Manifest, pods: Sequence[Manifest] = ()) -> JobOutcome:
-    """Read a Job (and, once it finished, its pods): the agent's result, or why it failed."""
+def _pod_waiting(pod: Manifest) -> Waiting | None:
+    """What keeps a pod that has not ended from running its current container (None: it runs
+    one, or the kubelet has not said)."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    name = meta.get("name", "?")
+    created = _time(meta.get("creationTimestamp"))
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            since = created or _time(condition.get("lastTransitionTime"))
+            why = f"pod {name} {condition.get('reason') or 'Unschedulable'}"
+            text = f"{why}: {condition.get('message')}" if condition.get("message") else why
+            return Waiting(since, _last_words(text)) if since else None
+    containers = _statuses(pod)
+    if any("running" in (c.get("state") or {}) for c in containers):
+        return None
+    # A container's turn comes when the one before it ended (init containers run in order).
+    ended = [
+        found
+        for c in containers
+        if (found := _time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt")))
+    ]
+    since = max(ended, default=None) or _time(status.get("startTime")) or created
+    if since is None:
+        return None
+    for c in containers:
+        if "waiting" not in (c.get("state") or {}):
+            continue
+        waiting = c["state"]["waiting"] or {}
+        reason = str(waiting.get("reason") or "Waiting")
+        why = f"{c.get('name')}: {reason}"
+        text = f"{why}: {waiting['message']}" if waiting.get("message") else why
+        return Waiting(since, _last_words(text), problem=reason not in STARTING)
+    if containers and all("terminated" in (c.get("state") or {}) for c in containers):
+        return None  # every container ended: the pod's phase follows
+    return Waiting(since, f"pod {name} is {status.get('phase') or 'Pending'}", problem=False)
+
+
+def _created(obj: Manifest) -> datetime:
+    return _time((obj.get("metadata") or {}).get("creationTimestamp")) or datetime.min.replace(
+        tzinfo=UTC
+    )
+
+
+def waiting(job: Manifest, pods: Sequence[Manifest]) -> Waiting | None:
+    """What a Job that has not finished waits for: its newest pod not scheduled, or one of its
+    containers not started (counted from when that container's turn came), or no pod at all
+    (counted from the Job's creation). None while a container runs, and between a pod that
+    ended and the next one (the Job controller's move, within its backoff limit)."""
+    alive = [
+        pod
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") not in ENDED_PHASES
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    if alive:
+        return _pod_waiting(max(alive, key=_created))
+    status = job.get("status") or {}
+    if pods or status.get("failed") or status.get("succeeded"):
+        return None
+    since = _time((job.get("metadata") or {}).get("creationTimestamp"))
+    if since is None:
+        return None
+    name = (job.get("metadata") or {}).get("name", "?")
+    return Waiting(
+        since,
+        f"Job {name} has made no pod (kubectl describe job {name}: a ResourceQuota or an "
+        "admission policy may refuse it)",
+        problem=False,
+    )
+
+
+def stopped_job_patch(outcome: JobOutcome) -> Manifest:
+    """The merge patch that stops a Job whose pod did not start: suspended (the Job controller
+    deletes its pods and makes none), and annotated with why."""
+    return {
+        "metadata": {"annotations": {STOPPED_ANNOTATION: outcome.message}},
+        "spec": {"suspend": True},
+    }
+
+
+def _unfinished(
+    job: Manifest, pods: Sequence[Manifest], now: datetime, start_deadline: timedelta
+) -> JobOutcome:
+    """A Job that has not finished: running, waiting (and why), or not started in time."""
+    found = waiting(job, pods)
+    if found is None:
+        return JobOutcome()
+    deadline = found.since + start_deadline
+    if now < deadline:
+        return JobOutcome(waiting=found.why if found.problem else "", deadline=deadline)
+    return JobOutcome(
+        True,
+        True,
+        reason=NOT_STARTED,
+        message=f"its pod did not start within {start_deadline.total_seconds():g} s: {found.why}",
+        finished_at=now,
+        stop=True,
+    )
+
+
+def job_outcome(
+    job: Manifest,
+    pods: Sequence[Manifest] = (),
+    now: datetime | None = None,
+    start_deadline: timedelta | None = None,
+) -> JobOutcome:
+    """Read a Job and its pods: the agent's result, or why it failed. Given ``now`` and the
+    ``start_deadline``, a Job whose pod waits to start a container says why (``waiting``), and
+    fails once it has waited longer than the deadline (``stop``: the caller stops it)."""
+    stopped = ((job.get("metadata") or {}).get("annotations") or {}).get(STOPPED_ANNOTATION)
+    if stopped is not None:
+        return JobOutcome(True, True, reason=NOT_STARTED, message=str(stopped))
     done, failed = _condition(job, "Complete"), _condition(job, "Failed")
     if done is None and failed is None:
-        return JobOutcome()
+        if now is None or start_deadline is None:
+            return JobOutcome()
+        return _unfinished(job, pods, now, start_deadline)
     status = job.get("status") or {}
     if done is not None:
         for pod in pods:
@@ -131,6 +279,18 @@ def job_outcome(job: Manifest, pods: Sequence[Manifest] = ()) -> JobOutcome:
         reason=str(failed.get("reason") or "Failed"),
         message=message,
         finished_at=_time(failed.get("lastTransitionTime")),
+    )
+
+
+def waiting_note(outcome: JobOutcome) -> str:
+    """What a status message adds while a Job's pod waits with a problem ("" otherwise): why,
+    and when the Job is stopped (a time, never "in N s": a status that does not change costs
+    no write)."""
+    if not outcome.waiting:
+        return ""
+    return (
+        f"; its pod waits: {outcome.waiting} (stopped at {_stamp(outcome.deadline)} if it still "
+        "waits then)"
     )
 
 
@@ -247,11 +407,20 @@ def _record(backup: DatabaseBackup | None) -> BackupRecord | None:
     return BackupRecord(name=backup.name, time=backup.status.completed_at)
 
 
+def _last_failure(db: Database, found: BackupRecord | None) -> BackupRecord | None:
+    """The newest failure: of the failed backups there are, or the one the status names if it
+    is newer (that backup deleted since, by retention or by hand)."""
+    kept = db.status.last_failed_backup
+    if kept is not None and (found is None or kept.time > found.time):
+        return kept
+    return found
+
+
 def summarize(db: Database, backups: Sequence[DatabaseBackup], now: datetime) -> BackupSummary:
     """The backup fields of a Database's status (see the module docstring)."""
     mine = of_database(db, backups)
     success, failure = _newest(mine, BackupPhase.COMPLETED), _newest(mine, BackupPhase.FAILED)
-    summary = BackupSummary(_record(success), _record(failure))
+    summary = BackupSummary(_record(success), _last_failure(db, _record(failure)))
     policy = db.spec.backup
     if policy is None:
         return summary

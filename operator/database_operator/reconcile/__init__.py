@@ -15,6 +15,7 @@ from database_operator import desired
 from database_operator.api.backup import RestoreRecord
 from database_operator.api.models import KIND, Database
 from database_operator.backups import restore, schedule, state
+from database_operator.backups.jobs import JobOptions
 from database_operator.backups.state import Backups
 from database_operator.carryover import carry_over
 from database_operator.clock import Clock, system_clock
@@ -28,6 +29,7 @@ from database_operator.reconcile.finalizer import (
     add_finalizer,
     finalize,
     has_finalizer,
+    missing_labels,
     remove_finalizer,
 )
 from database_operator.reconcile.observe import observe
@@ -42,6 +44,7 @@ __all__ = [
     "finalize",
     "has_finalizer",
     "merge_patch_of",
+    "missing_labels",
     "reconcile",
     "remove_finalizer",
     "report_failure",
@@ -56,14 +59,15 @@ async def reconcile(
     *,
     confirmed: bool = False,
     backups: Backups | None = None,
-    agent_image: str = "",
+    jobs: JobOptions | None = None,
 ) -> Result:
     """Bring one Database's children to the desired state and write its status when it changed.
 
     ``confirmed``: ``db`` came from the API server just now (not from a cache that may hold a
     Database deleted meanwhile); else it is re-read before anything is created. ``backups``:
     its DatabaseBackups as the watch has them, for its restore, its schedule and what its
-    status says of them (None: not looked at); ``agent_image``: the image of the Jobs' agent.
+    status says of them (None: not looked at); ``jobs``: what the settings say of the Jobs
+    (a restore's).
     Raises ApiError for API failures (the caller decides whether to retry).
     """
     at = now()
@@ -92,7 +96,8 @@ async def reconcile(
                 db,
                 (backups or Backups()).named,
                 primary=children.get(("Deployment", db.name)),
-                agent_image=agent_image,
+                options=jobs or JobOptions(agent_image=""),
+                now=at,
             )
             checksum = desired.credentials_checksum(db, credentials)
             wanted = carry_over(

@@ -29,19 +29,46 @@ def has_finalizer(body: Mapping[str, Any]) -> bool:
     return FINALIZER in (body.get("metadata", {}).get("finalizers") or [])
 
 
-async def add_finalizer(kube: KubeApi, body: Mapping[str, Any], kind: str = KIND) -> Manifest:
-    """Add our finalizer to a Database (or an object of ``kind``); returns it as it now is."""
+def missing_labels(body: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, str]:
+    """Those of ``labels`` the object lacks or holds with another value."""
+    held = body.get("metadata", {}).get("labels") or {}
+    return {key: value for key, value in labels.items() if held.get(key) != value}
+
+
+async def add_finalizer(
+    kube: KubeApi,
+    body: Mapping[str, Any],
+    kind: str = KIND,
+    labels: Mapping[str, str] | None = None,
+) -> Manifest:
+    """Add our finalizer (if missing) and ``labels`` (those missing) to a Database (or an
+    object of ``kind``), in one write; returns it as it now is."""
     meta = body["metadata"]
-    operations: list[Manifest]
-    if meta.get("finalizers"):
-        operations = [{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]
+    operations: list[Manifest] = []
+    # Creating a list or a map must not replace one that someone wrote meanwhile.
+    creates = not meta.get("finalizers")
+    labelled = missing_labels(body, labels or {})
+    if creates or (labelled and not meta.get("labels")):
+        operations.append(version_test(dict(body)))
+    if not has_finalizer(body):
+        operations.append(
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}
+            if creates
+            else {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}
+        )
+    if labelled and not meta.get("labels"):
+        operations.append({"op": "add", "path": "/metadata/labels", "value": labelled})
     else:
-        # Creating the list must not replace one that someone wrote meanwhile.
-        operations = [
-            version_test(dict(body)),
-            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        operations += [
+            {"op": "add", "path": f"/metadata/labels/{_pointer(key)}", "value": value}
+            for key, value in labelled.items()
         ]
     return await kube.json_patch(kind, meta["namespace"], meta["name"], operations)
+
+
+def _pointer(key: str) -> str:
+    """A map key as a JSON Pointer token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 async def remove_finalizer(kube: KubeApi, body: Mapping[str, Any], kind: str = KIND) -> Manifest:
