@@ -11,6 +11,9 @@ forever and every resync writes it: quantities compare by value, rounded up to m
 API server stores a resource quantity, and an empty map, list or string we send is the same as
 a field the server left out (Go's ``omitempty``). Where a child still differs after it was
 written, ``difference`` names the first field that does, for the status to say.
+
+The patches that follow from a comparison are made here too: the JSON-patch operations that take
+lists back (guarded by ``version_test``), and the merge patch from one status to the next.
 """
 
 from __future__ import annotations
@@ -213,8 +216,19 @@ def overlay(observed: Any, desired: Any, foreign: set[Path], path: Path = ()) ->
     return desired
 
 
-def _pointer(path: Path) -> str:
+def json_pointer(path: Path) -> str:
+    """``path`` as a JSON Pointer (RFC 6901): each step escaped, ``/`` before each."""
     return "".join("/" + str(step).replace("~", "~0").replace("/", "~1") for step in path)
+
+
+def version_test(obj: Manifest) -> Manifest:
+    """A JSON-patch test of the resourceVersion: the patch applies to what we looked at, or not
+    at all (StaleReadError, retried)."""
+    return {
+        "op": "test",
+        "path": "/metadata/resourceVersion",
+        "value": obj["metadata"]["resourceVersion"],
+    }
 
 
 def list_takebacks(observed: Manifest, desired: Manifest, manager: str) -> list[Manifest]:
@@ -236,10 +250,20 @@ def list_takebacks(observed: Manifest, desired: Manifest, manager: str) -> list[
             if isinstance(value, list) and not covers(obs[key], value):
                 replacement = overlay(obs[key], value, foreign, (*path, key))
                 operations.append(
-                    {"op": "replace", "path": _pointer((*path, key)), "value": replacement}
+                    {"op": "replace", "path": json_pointer((*path, key)), "value": replacement}
                 )
             elif isinstance(value, dict) and isinstance(obs[key], dict):
                 walk(obs[key], value, (*path, key))
 
     walk(observed, {k: v for k, v in desired.items() if k != "metadata"}, ())
     return operations
+
+
+def merge_patch_of(old: Manifest, new: Manifest) -> Manifest:
+    """The merge patch that turns the status ``old`` into ``new`` (empty: they are equal).
+    Fields that disappeared are sent as null, so they are removed."""
+    if old == new:
+        return {}
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    patch.update(new)
+    return patch

@@ -43,21 +43,14 @@ from database_operator.cache import (
 from database_operator.clock import Clock, system_clock
 from database_operator.config import Settings, is_exact
 from database_operator.events import EventSink
+from database_operator.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from database_operator.kube import ApiError, Kube, NotLeadingError, object_at
 from database_operator.logs import get_logger
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import API_ERROR, UNEXPECTED_ERROR, BackupFacts, Metrics
 from database_operator.namesakes import Namesakes
 from database_operator.ownership import controller_of, owner_key
-from database_operator.reconcile import (
-    Result,
-    add_finalizer,
-    finalize,
-    has_finalizer,
-    reconcile,
-    remove_finalizer,
-    report_failure,
-)
+from database_operator.reconcile import Result, finalize, reconcile, report_failure
 from database_operator.selection import (
     child_selected,
     child_selector,

@@ -40,7 +40,7 @@ CHILD_RESOURCES = (
     ("", "v1", "secrets"),
 )
 #: Kopf removes its finalizer from any object no handler of its needs it for. Ours
-#: (reconcile.FINALIZER) is managed by the controller, so Kopf's is set to one it never adds.
+#: (finalizers.FINALIZER) is managed by the controller, so Kopf's is set to one it never adds.
 KOPF_FINALIZER = f"{GROUP}/kopf-finalizer"
 #: Kopf lists this many objects at a time when it starts watching (not all at once: a first
 #: listing of thousands of Deployments would sit in memory whole, and the memory stays taken).

@@ -12,7 +12,7 @@ import pytest
 
 from database_operator.api.models import MAX_DATABASES, MAX_STORAGE, Database
 from database_operator.engines import ENGINES, Engine
-from database_operator.reconcile.finalizer import FINALIZER
+from database_operator.finalizers import FINALIZER
 from database_operator.webhooks import admission
 from database_operator.webhooks.admission import (
     Admission,

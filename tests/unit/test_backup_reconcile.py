@@ -18,10 +18,10 @@ from database_operator.backups.controller import BackupController
 from database_operator.backups.reconcile import BackupReconciler, BackupResult
 from database_operator.config import Settings
 from database_operator.events import EventSink
+from database_operator.finalizers import FINALIZER
 from database_operator.kube import ApiError, Kube, KubeApi
 from database_operator.manifest import Manifest
 from database_operator.metrics import Metrics
-from database_operator.reconcile import FINALIZER
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
 

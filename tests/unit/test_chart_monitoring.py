@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from database_operator import alerts
-from database_operator.api.models import Database
-from database_operator.desired import monitoring, workload
+from database_operator.api.models import EXPORTER_PORT_NAME, Database
+from database_operator.desired import workload
 from database_operator.desired.common import MANAGED_BY, PRIMARY, REPLICA
 from database_operator.webhooks import configuration as webhooks
 from tests.controlplane import kubectl_path
@@ -79,7 +79,7 @@ def test_pod_monitor_scrapes_the_metrics_port_of_every_databases_pods(render: Re
     assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/managed-by": MANAGED_BY}}
     assert spec["namespaceSelector"] == {"any": True}
     (endpoint,) = spec["podMetricsEndpoints"]
-    assert endpoint["port"] == monitoring.PORT_NAME
+    assert endpoint["port"] == EXPORTER_PORT_NAME
     assert (endpoint["interval"], endpoint["scrapeTimeout"]) == ("15s", "10s")
     assert endpoint["honorLabels"] is False  # the exporters' `role` must not win over ours
 

@@ -19,10 +19,10 @@ from database_operator.controller import (
     Controller,
 )
 from database_operator.events import EventSink
+from database_operator.finalizers import FINALIZER
 from database_operator.kube import Kube, NotLeadingError, StaleReadError
 from database_operator.manifest import Key, Manifest
 from database_operator.metrics import Metrics
-from database_operator.reconcile import FINALIZER
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from database_operator.backups.cron import PATTERN, CronError, Schedule, parse, validate
+from database_operator.cron import PATTERN, CronError, Schedule, parse, validate
 
 
 def at(text: str) -> datetime:

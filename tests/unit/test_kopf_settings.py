@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sized
 import kopf
 
 from database_operator.config import Settings
+from database_operator.finalizers import FINALIZER
 from database_operator.handlers import KOPF_FINALIZER, NoDiffBase, configure_kopf
-from database_operator.reconcile import FINALIZER
 
 
 def configured(**ours: object) -> kopf.OperatorSettings:

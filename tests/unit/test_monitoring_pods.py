@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from database_operator import desired
-from database_operator.api.models import Database
-from database_operator.desired import monitoring
+from database_operator.api.models import EXPORTER_CONTAINER, Database
 from database_operator.desired.common import container_security_context
 from database_operator.engines import ENGINES, Engine
 
@@ -40,7 +39,7 @@ def containers(deployment: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def exporter(deployment: dict[str, Any]) -> dict[str, Any]:
-    (found,) = [c for c in containers(deployment) if c["name"] == monitoring.CONTAINER]
+    (found,) = [c for c in containers(deployment) if c["name"] == EXPORTER_CONTAINER]
     return found
 
 

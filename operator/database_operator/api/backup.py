@@ -21,7 +21,7 @@ from database_operator.api.common import (
     _Model,
     cel,
 )
-from database_operator.backups.cron import PATTERN as CRON_PATTERN
+from database_operator.cron import PATTERN as CRON_PATTERN
 
 BACKUP_KIND = "DatabaseBackup"
 BACKUP_PLURAL = "databasebackups"

@@ -13,8 +13,9 @@ from database_operator.api.crd import (
     openapi_schema,
     printer_columns,
 )
+from database_operator.api.models import EXPORTER_CONTAINER as CONTAINER
+from database_operator.api.models import EXPORTER_PORT_NAME as PORT_NAME
 from database_operator.api.models import GROUP, KIND, MAX_DATABASES, MAX_STORAGE, VERSION
-from database_operator.desired.monitoring import CONTAINER, PORT_NAME
 from database_operator.engines import ENGINES
 
 #: Longer patterns are not printed in the tables.

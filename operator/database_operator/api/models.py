@@ -160,6 +160,12 @@ class ResourceRequirements(_Model):
     )
 
 
+#: The metrics exporter's container (spec.monitoring), and the name of its port on the pods and
+#: the Services.
+EXPORTER_CONTAINER = "metrics-exporter"
+EXPORTER_PORT_NAME = "metrics"
+
+
 class Monitoring(_Model):
     """A Prometheus metrics exporter beside the engine in every pod of the Database.
 
@@ -171,8 +177,8 @@ class Monitoring(_Model):
     enabled: bool = Field(
         default=False,
         description="Run the engine's community exporter (postgres_exporter, mysqld_exporter, "
-        "redis_exporter) in each pod, serving /metrics on the port named `metrics` of the pods "
-        "and the Services. Turning it on or off rolls the pods.",
+        f"redis_exporter) in each pod, serving /metrics on the port named `{EXPORTER_PORT_NAME}` "
+        "of the pods and the Services. Turning it on or off rolls the pods.",
     )
     image: str | None = Field(
         default=None,

@@ -34,16 +34,16 @@ from database_operator.backups.reconcile import BackupReconciler, EventsFor
 from database_operator.cache import newer, stripped, version
 from database_operator.clock import Clock, system_clock
 from database_operator.config import Settings
-from database_operator.kube import ApiError, Kube, KubeApi, NotLeadingError
-from database_operator.logs import get_logger
-from database_operator.manifest import Key, Manifest, key_of
-from database_operator.metrics import Metrics
-from database_operator.reconcile import (
+from database_operator.finalizers import (
     add_finalizer,
     has_finalizer,
     missing_labels,
     remove_finalizer,
 )
+from database_operator.kube import ApiError, Kube, KubeApi, NotLeadingError
+from database_operator.logs import get_logger
+from database_operator.manifest import Key, Manifest, key_of
+from database_operator.metrics import Metrics
 from database_operator.selection import database_selector
 from database_operator.workqueue import WorkQueue
 

@@ -40,12 +40,12 @@ from database_operator.backups import agent, jobs, recipes, state
 from database_operator.backups.jobs import JobOptions
 from database_operator.backups.observe import destination_problem, follow_job
 from database_operator.clock import Clock
+from database_operator.compare import merge_patch_of
 from database_operator.events import EventSink
 from database_operator.kube import ApiError, KubeApi
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
 from database_operator.reasons import Reason
-from database_operator.reconcile import merge_patch_of
 
 #: Gives the EventSink of an object (a DatabaseBackup, or its Database).
 EventsFor = Callable[[Manifest], EventSink]

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from database_operator import cron
 from database_operator.api.backup import (
     BACKUP_KIND,
     DATABASE_LABEL,
@@ -31,7 +32,7 @@ from database_operator.api.backup import (
 )
 from database_operator.api.common import GROUP, VERSION
 from database_operator.api.models import SHARD_LABEL, Database
-from database_operator.backups import cron, retention, state
+from database_operator.backups import retention, state
 from database_operator.kube import KubeApi
 from database_operator.manifest import Manifest
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from database_operator import cron
 from database_operator.api.backup import (
     SCHEDULED_AT_ANNOTATION,
     BackupDestination,
@@ -47,7 +48,6 @@ from database_operator.api.backup import (
 )
 from database_operator.api.common import GROUP, ConditionStatus
 from database_operator.api.models import Database
-from database_operator.backups import cron
 from database_operator.conditions import Verdict, false, stamped, true, whole_seconds
 from database_operator.manifest import Manifest
 from database_operator.reasons import Reason

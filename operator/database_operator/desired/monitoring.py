@@ -10,7 +10,7 @@ line.
 
 from __future__ import annotations
 
-from database_operator.api.models import Database
+from database_operator.api.models import EXPORTER_CONTAINER, EXPORTER_PORT_NAME, Database
 from database_operator.desired.common import (
     container_security_context,
     credentials_secret_name,
@@ -18,10 +18,6 @@ from database_operator.desired.common import (
 )
 from database_operator.engines import Engine, ExporterFacts, facts
 from database_operator.manifest import Manifest
-
-#: The exporter's container, and the name of its port on the pods and the Services.
-CONTAINER = "metrics-exporter"
-PORT_NAME = "metrics"
 
 
 def exporter_facts(engine: Engine | str) -> ExporterFacts:
@@ -68,11 +64,11 @@ def exporter_container(db: Database) -> Manifest | None:
     assert monitoring is not None
     exporter = exporter_facts(db.spec.engine)
     spec: Manifest = {
-        "name": CONTAINER,
+        "name": EXPORTER_CONTAINER,
         "image": monitoring.image or exporter.image,
         "args": exporter_args(db.spec.engine),
         "env": exporter_env(db.spec.engine, credentials_secret_name(db), engine_facts(db).port),
-        "ports": [{"name": PORT_NAME, "containerPort": exporter.port, "protocol": "TCP"}],
+        "ports": [{"name": EXPORTER_PORT_NAME, "containerPort": exporter.port, "protocol": "TCP"}],
         # The engine's restricted context; the exporter writes nothing, so its root file
         # system is read-only too. It runs as the pod's (the engine's) UID.
         "securityContext": container_security_context() | {"readOnlyRootFilesystem": True},

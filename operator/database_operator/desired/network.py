@@ -3,7 +3,7 @@ read replicas. With spec.monitoring each also has the exporter's port, named ``m
 
 from __future__ import annotations
 
-from database_operator.api.models import Database
+from database_operator.api.models import EXPORTER_PORT_NAME, Database
 from database_operator.desired.common import (
     PRIMARY,
     REPLICA,
@@ -15,7 +15,7 @@ from database_operator.desired.common import (
     resolved_port,
     selector_labels,
 )
-from database_operator.desired.monitoring import PORT_NAME, enabled, exporter_facts
+from database_operator.desired.monitoring import enabled, exporter_facts
 from database_operator.manifest import Manifest
 
 
@@ -59,4 +59,11 @@ def metrics_ports(db: Database) -> list[Manifest]:
     if not enabled(db):
         return []
     number = exporter_facts(db.spec.engine).port
-    return [{"name": PORT_NAME, "port": number, "targetPort": PORT_NAME, "protocol": "TCP"}]
+    return [
+        {
+            "name": EXPORTER_PORT_NAME,
+            "port": number,
+            "targetPort": EXPORTER_PORT_NAME,
+            "protocol": "TCP",
+        }
+    ]

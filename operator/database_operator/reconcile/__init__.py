@@ -5,8 +5,9 @@ Ownership comes before action: every child is read first (observe.py), and if an
 child's name is not the Database's own (see ownership.py) nothing at all is written but the
 status, which says what clashes. Only a missing or differing child is written (apply.py,
 takeback.py), so the steady state costs no write; the status is written only when it changed
-(report.py). The finalizer and deletion are in finalizer.py. What a reconcile did is returned
-for the caller to count, log and cache (result.py).
+(report.py). Deletion is in finalizer.py (the finalizer itself, on Databases and backups alike,
+is finalizers.py's). What a reconcile did is returned for the caller to count, log and cache
+(result.py).
 """
 
 from __future__ import annotations
@@ -24,31 +25,13 @@ from database_operator.kube import KubeApi
 from database_operator.ownership import conflict, conflict_message, is_ours
 from database_operator.reasons import Problem, Reason
 from database_operator.reconcile.apply import ensure_children, ensure_credentials, remove_surplus
-from database_operator.reconcile.finalizer import (
-    FINALIZER,
-    add_finalizer,
-    finalize,
-    has_finalizer,
-    missing_labels,
-    remove_finalizer,
-)
+from database_operator.reconcile.finalizer import finalize
 from database_operator.reconcile.observe import observe
-from database_operator.reconcile.report import merge_patch_of, report_failure, write_status
+from database_operator.reconcile.report import report_failure, write_status
 from database_operator.reconcile.result import Result
 from database_operator.status import Outcome, Workloads
 
-__all__ = [
-    "FINALIZER",
-    "Result",
-    "add_finalizer",
-    "finalize",
-    "has_finalizer",
-    "merge_patch_of",
-    "missing_labels",
-    "reconcile",
-    "remove_finalizer",
-    "report_failure",
-]
+__all__ = ["Result", "finalize", "reconcile", "report_failure"]
 
 
 async def reconcile(

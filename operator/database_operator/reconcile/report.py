@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from database_operator import tracing
 from database_operator.api.models import Database, DatabaseStatus, Phase
 from database_operator.backups.state import BackupSummary
 from database_operator.clock import Clock
+from database_operator.compare import merge_patch_of
 from database_operator.events import EventSink
 from database_operator.kube import KubeApi
 from database_operator.manifest import Manifest
@@ -28,16 +28,6 @@ class StatusWrite:
     wire: Manifest
     #: The Database as the patch returned it (None: the status did not change, nothing sent).
     body: Manifest | None
-
-
-def merge_patch_of(old: Manifest, new: Manifest) -> Manifest:
-    """The merge patch that turns the status ``old`` into ``new`` (empty: they are equal).
-    Fields that disappeared are sent as null, so they are removed."""
-    if old == new:
-        return {}
-    patch: dict[str, Any] = {key: None for key in old if key not in new}
-    patch.update(new)
-    return patch
 
 
 async def write_status(

@@ -3,7 +3,7 @@ manager keeps in it, so that the child ends up as the operator wrote it (or it s
 
 from __future__ import annotations
 
-from database_operator.compare import difference, dotted, list_takebacks, needs_write
+from database_operator.compare import difference, dotted, list_takebacks, needs_write, version_test
 from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
 from database_operator.reconcile.result import Result
@@ -68,16 +68,6 @@ async def write_child(
     if needs_write(final, manifest, uid):
         raise ChildNotConvergedError.of(final, manifest)
     return final
-
-
-def version_test(obj: Manifest) -> Manifest:
-    """A JSON-patch test of the resourceVersion: the patch applies to what we looked at, or not
-    at all (StaleReadError, retried)."""
-    return {
-        "op": "test",
-        "path": "/metadata/resourceVersion",
-        "value": obj["metadata"]["resourceVersion"],
-    }
 
 
 def _namespace(manifest: Manifest) -> str:

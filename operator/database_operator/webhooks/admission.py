@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
 
+from database_operator import cron
 from database_operator.api.backup import BACKUP_KIND, DatabaseBackup
 from database_operator.api.models import (
     EXPORTER_PORTS,
@@ -29,7 +30,6 @@ from database_operator.api.models import (
     Database,
     DatabaseSpec,
 )
-from database_operator.backups import cron
 from database_operator.backups.restore import Gate, resolve
 from database_operator.desired.monitoring import exporter_container
 from database_operator.desired.workload import image
