@@ -1,7 +1,8 @@
 """Imports go down the floors. Each part of the operator (a subpackage, or a module at the top of
 the package) stands on one floor and imports only parts on the floors below it: never one beside
-or above it, so no two parts import each other. The API stands on the ground floor alone, whose
-parts import nothing of ours. A new part goes on the lowest floor above all that it imports.
+or above it, so no two parts import each other. The API stands on the floor just above the
+ground, whose parts (facts: engines, cron, the manifest type) import nothing of ours. A new
+part goes on the lowest floor above all that it imports.
 
 And every annotation and label key of the API is made from GROUP."""
 
