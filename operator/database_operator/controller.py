@@ -29,6 +29,7 @@ from database_operator.api.backup import BACKUP_KIND
 from database_operator.api.models import KIND, Database, DatabaseStatus, Phase
 from database_operator.backups.controller import BackupController, work_on
 from database_operator.backups.jobs import JobOptions
+from database_operator.backups.state import WAITING_LOOK_S
 from database_operator.cache import (
     CachedKube,
     LiveReads,
@@ -75,9 +76,11 @@ RESYNC_JITTER = 0.1
 #: What a watch event's type means for the log's "trigger".
 TRIGGERS = {None: "resume", "ADDED": "create", "MODIFIED": "update"}
 #: Triggers that ask for a reconcile whatever the caches say: the periodic one, a retry after
-#: a failure, the first look after a start, the audit's (what the cache lacked), and a backup
-#: schedule's due time.
-SCHEDULED = frozenset({"resync", "retry", "resume", "audit", "schedule", "leader", "stale"})
+#: a failure, the first look after a start, the audit's (what the cache lacked), a backup
+#: schedule's due time, and a restore Job's start deadline.
+SCHEDULED = frozenset(
+    {"resync", "retry", "resume", "audit", "schedule", "deadline", "leader", "stale"}
+)
 #: The children the watches deliver whole (by our label): read from the cache, not the server.
 #: Jobs take and restore backups; the Secrets are the ones the operator generated.
 WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim", "Job", "Secret")
@@ -475,7 +478,7 @@ class Controller:
             # Its next reconcile is the next change to it or a child (a watch event).
             self.queue.unschedule(key)
         else:
-            self._schedule_resync(key, result.next_backup)
+            self._schedule_resync(key, result.next_backup, result.job_deadline)
         self.settled[key] = self._versions(key, self.databases.get(key, body))
         if has_finalizer(body) and is_fixed_point(db, result, reads):
             self.fixed.add(key)
@@ -547,17 +550,21 @@ class Controller:
         self.metrics.phases.forget(*key)
         self.metrics.backups.forget(*key)
 
-    def _schedule_resync(self, key: Key, backup_due: datetime | None = None) -> None:
-        """The next periodic look, or the backup schedule's next due time if that comes first."""
+    def _schedule_resync(
+        self, key: Key, backup_due: datetime | None = None, job_deadline: datetime | None = None
+    ) -> None:
+        """The next periodic look, or, if it comes first, the backup schedule's next due time;
+        while a restore Job's pod waits to start (``job_deadline``: when it is stopped), every
+        few seconds until then, as no watch event tells of its pod."""
         interval = self.settings.resync_interval
         jitter = random.uniform(-RESYNC_JITTER, RESYNC_JITTER)  # noqa: S311 - not for secrets
-        delay = interval * (1 + jitter)
-        if backup_due is not None:
-            until = (backup_due - self.now()).total_seconds()
-            if until < delay:
-                self.queue.schedule(key, max(0.0, until), "schedule")
-                return
-        self.queue.schedule(key, delay, "resync")
+        delay, trigger = interval * (1 + jitter), "resync"
+        if job_deadline is not None:
+            until = (job_deadline - self.now()).total_seconds()
+            delay, trigger = min(delay, max(0.0, until), WAITING_LOOK_S), "deadline"
+        if backup_due is not None and (until := (backup_due - self.now()).total_seconds()) < delay:
+            delay, trigger = max(0.0, until), "schedule"
+        self.queue.schedule(key, delay, trigger)
 
     async def _reconcile(self, key: Key, body: Manifest, db: Database) -> tuple[Result, LiveReads]:
         """The reconcile, and how many reads it asked of the API server."""

@@ -87,7 +87,7 @@ class World:
     async def finalize(self, name: str = "shop-1") -> bool:
         body = self.stored("DatabaseBackup", name)
         assert body is not None
-        return await self.backups.finalize(body)
+        return (await self.backups.finalize(body)).done
 
 
 def database(world: World, *, backup: bool = True, ready: bool = True, **spec: Any) -> Manifest:

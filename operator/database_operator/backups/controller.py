@@ -21,6 +21,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from database_operator.api.backup import (
     BACKUP_KIND,
@@ -302,8 +303,7 @@ class BackupController:
         if result.body is not None:
             self._keep(result.body)
         if result.status.phase not in (BackupPhase.COMPLETED, BackupPhase.FAILED):
-            interval = self.settings.resync_interval
-            self.queue.schedule(key, interval * (1 + random.uniform(0, 0.1)), "resync")  # noqa: S311
+            self._look_again(key, result.deadline)
         self._record(key, trigger, result.entered, result.reason, started)
 
     def _keep(self, body: Manifest) -> None:
@@ -317,12 +317,24 @@ class BackupController:
     async def _finalize(self, key: Key, body: Manifest) -> None:
         if not has_finalizer(body):
             return
-        if await self.backups.finalize(body):
+        finalized = await self.backups.finalize(body)
+        if finalized.done:
             if left := await remove_finalizer(self.client, body, BACKUP_KIND):
                 self._keep(left)
             get_logger().info("backup finalized", namespace=key[0], name=key[1])
         else:  # its delete Job's events wake it; look again anyway, in case one is lost
-            self.queue.schedule(key, self.settings.resync_interval, "resync")
+            self._look_again(key, finalized.deadline)
+
+    def _look_again(self, key: Key, deadline: datetime | None) -> None:
+        """The next periodic look at an unfinished backup; sooner while its Job's pod waits
+        to start (``deadline``: when it is stopped), which no watch event would tell: every
+        few seconds, for the pod's reason, and at the deadline."""
+        delay = self.settings.resync_interval * (1 + random.uniform(0, 0.1))  # noqa: S311
+        if deadline is None:
+            self.queue.schedule(key, delay, "resync")
+            return
+        until = max(0.0, (deadline - self.now()).total_seconds())
+        self.queue.schedule(key, min(delay, until, state.WAITING_LOOK_S), "deadline")
 
     def _record(
         self,

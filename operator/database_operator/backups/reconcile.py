@@ -25,7 +25,8 @@ Events on the Database say when a backup starts, completes or fails.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from database_operator.api.backup import (
@@ -64,6 +65,18 @@ class BackupResult:
     entered: BackupPhase | None = None
     #: Why it failed (the reason), when it just did.
     reason: str | None = None
+    #: When its Job, whose pod waits to start, is stopped: it is looked at again then.
+    deadline: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Finalized:
+    """What one look at a deleted DatabaseBackup did."""
+
+    #: Its finalizer may go.
+    done: bool
+    #: When its delete Job, whose pod waits to start, is stopped: it is looked at again then.
+    deadline: datetime | None = None
 
 
 def _ref(obj: DatabaseBackup | Database) -> Manifest:
@@ -244,7 +257,12 @@ class BackupReconciler:
         result = await self._write(backup, status)
         text = f"backup {backup.name} started: Job {job}, to {where}"
         self._tell(backup, db, "Normal", "BackupStarted", text)
-        return result
+        # Followed until its pod starts: a Job that makes no pod changes no more.
+        return replace(result, deadline=self._start_deadline())
+
+    def _start_deadline(self) -> datetime:
+        """When a Job made now must have started its pod."""
+        return self.now() + timedelta(seconds=self.options.start_deadline_s)
 
     async def _start(
         self, backup: DatabaseBackup, db: Database | None, running: Sequence[str]
@@ -310,12 +328,13 @@ class BackupReconciler:
         where = f"{destination.describe()}: {backup.status.location}" if destination else ""
         if not outcome.finished:
             message = _running(job_name, backup.spec.database, where) + state.waiting_note(outcome)
-            return await self._write(
+            written = await self._write(
                 backup,
                 state.advance(
                     backup, BackupPhase.RUNNING, Reason.BACKUP_RUNNING, message, self.now()
                 ),
             )
+            return replace(written, deadline=outcome.deadline)
         if outcome.failed:
             message = f"Job {job_name} failed ({outcome.reason}): {outcome.message}"
             reason = (
@@ -349,14 +368,14 @@ class BackupReconciler:
 
     # --- the end of a DatabaseBackup's life ---------------------------------------------------
 
-    async def finalize(self, body: Mapping[str, Any]) -> bool:
-        """Delete the backup's stored data before the DatabaseBackup goes. True once its
+    async def finalize(self, body: Mapping[str, Any]) -> Finalized:
+        """Delete the backup's stored data before the DatabaseBackup goes. Done once its
         finalizer may be removed: the data is deleted, there is none, or it is kept because it
         cannot be deleted (an Event says so)."""
         backup = DatabaseBackup.model_validate(dict(body))
         status = backup.status
         if status.location is None or status.destination is None:
-            return True  # it never stored anything
+            return Finalized(True)  # it never stored anything
         where = f"{status.destination.describe()}: {status.location}"
         if not state.finished(backup) and status.job:
             # Its Job may still be writing (Running; or Pending, made just before a restart):
@@ -382,7 +401,7 @@ class BackupReconciler:
                     # stays, as a backup should when everything else goes.
                     return self._kept(backup, where, str(error))
                 raise
-            return False
+            return Finalized(False, self._start_deadline())
         outcome = await follow_job(
             self.kube, backup.namespace, job, self.now(), self.options.start_deadline_s
         )
@@ -403,9 +422,9 @@ class BackupReconciler:
                 f"deleting the stored backup at {where}: Job {name}{state.waiting_note(outcome)}; "
                 "then the data is kept and the DatabaseBackup goes",
             )
-        return outcome.finished and not outcome.failed
+        return Finalized(outcome.finished and not outcome.failed, outcome.deadline)
 
-    def _kept(self, backup: DatabaseBackup, where: str, why: str) -> bool:
+    def _kept(self, backup: DatabaseBackup, where: str, why: str) -> Finalized:
         self.events_for(_ref(backup))(
             "Warning", "BackupDataKept", f"kept the stored backup at {where}: {why}"
         )
@@ -416,7 +435,7 @@ class BackupReconciler:
             location=where,
             why=why,
         )
-        return True
+        return Finalized(True)
 
     async def _say(self, backup: DatabaseBackup, message: str) -> bool:
         """Put ``message`` in the status of a backup being deleted; whether it was new."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from database_operator.api.backup import (
     BackupDestination,
@@ -64,6 +64,8 @@ class Gate:
     progress: Problem | None = None
     #: The restore that completed just now.
     restored: RestoreRecord | None = None
+    #: When its Job, whose pod waits to start, is stopped: the Database is looked at then.
+    deadline: datetime | None = None
 
 
 def resolve(db: Database, backups: Mapping[str, DatabaseBackup]) -> Source | Gate:
@@ -161,8 +163,12 @@ async def _follow(
     job = await _restore_job(kube, db, source, options)
     if isinstance(job, Problem):
         return Gate(hold=True, failure=job)
-    if job is None:
-        return Gate(hold=True, progress=Problem(Reason.RESTORING, f"restoring {what}: Job {name}"))
+    if job is None:  # made just now: followed until its pod starts (it may never make one)
+        return Gate(
+            hold=True,
+            progress=Problem(Reason.RESTORING, f"restoring {what}: Job {name}"),
+            deadline=now + timedelta(seconds=options.start_deadline_s),
+        )
     if (clash := conflict(job, db)) is not None:
         return Gate(
             hold=True, failure=Problem(Reason.CHILD_NAME_CONFLICT, conflict_message([clash]))
@@ -179,7 +185,9 @@ async def _follow(
     if not outcome.finished:
         note = state.waiting_note(outcome)
         return Gate(
-            hold=True, progress=Problem(Reason.RESTORING, f"restoring {what}: Job {name}{note}")
+            hold=True,
+            progress=Problem(Reason.RESTORING, f"restoring {what}: Job {name}{note}"),
+            deadline=outcome.deadline,
         )
     return Gate(
         restored=RestoreRecord(

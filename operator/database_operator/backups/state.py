@@ -65,6 +65,9 @@ STOPPED_ANNOTATION = f"{GROUP}/stopped"
 #: A Job's failure reason (beside Kubernetes' own, e.g. DeadlineExceeded) when its pod did not
 #: start a container by the start deadline.
 NOT_STARTED = str(Reason.START_DEADLINE_EXCEEDED)
+#: How often a Job whose pod waits to start is looked at until its start deadline: no watch
+#: event says when the pod's reason changes (the operator watches Jobs, not their pods).
+WAITING_LOOK_S = 5.0
 #: What a container waits for while it starts as it should: not a problem to report (yet).
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 #: A pod that is done: the Job controller makes the next one, or the Job finishes.

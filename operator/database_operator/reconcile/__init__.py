@@ -94,6 +94,7 @@ async def reconcile(
             failure = gate.failure or await ensure_children(kube, db, wanted, children, result)
             await remove_surplus(kube, db, observed, result)
             restoring, restored = gate.progress, gate.restored
+            result.job_deadline = gate.deadline
     if backups is not None and failure is None and not conflicts:
         tended = await schedule.tend(kube, db, backups.of_database, at)
         result.backups_created, result.backups_deleted = tended.created, tended.deleted

@@ -42,6 +42,8 @@ class Result:
     backups_deleted: list[str] = field(default_factory=list)
     #: When its backup schedule is next due (None: none).
     next_backup: datetime | None = None
+    #: When its restore Job, whose pod waits to start, is stopped (None: none waits).
+    job_deadline: datetime | None = None
 
     @property
     def status_written(self) -> bool:
