@@ -41,6 +41,10 @@ BINDING = "/bindings/db"
 #: A pod's real start: pulling nothing, but an engine's first start (initdb) takes seconds.
 POD_TIMEOUT_S = 180.0
 
+#: The operator's start deadline for its Jobs here (the chart's default is 300 s): a pod
+#: this host runs starts its containers within seconds, the images being local.
+START_DEADLINE_S = 45
+
 
 def helm(*args: str, kubeconfig: Path, timeout_s: float = 600) -> str:
     """helm ARGS against the cluster of ``kubeconfig``; its stdout, or an error with its output."""

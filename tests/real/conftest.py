@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,13 @@ from tests.controlplane import ROOT
 from tests.objectstore import ObjectStore, object_store
 from tests.realnode import RealCluster, build_images
 from tests.realnode import real_cluster as running_real_cluster
-from tests.realpods import Release, Samples, apply_samples, install_operator
+from tests.realpods import (
+    START_DEADLINE_S,
+    Release,
+    Samples,
+    apply_samples,
+    install_operator,
+)
 
 HERE = Path(__file__).resolve().parent
 #: Fixed, so that a killed session's leftovers are found (and restored) by the next start; the
@@ -101,10 +108,14 @@ def images(real_node: RealCluster) -> dict[str, str]:
 def operator_release(real_cluster: Cluster, images: dict[str, str]) -> Iterator[Release]:
     """The chart (`helm install`) with the operator's own image, built from the Dockerfile: two
     replicas, leader election, the webhooks behind their Service with the chart's certificates,
-    and an image policy (only localhost/ images, which are this host's). Every Database test of
-    the tier runs against it."""
+    an image policy (only localhost/ images, which are this host's) and a start deadline for
+    the Jobs short enough for a test to wait for. Every Database test of the tier runs
+    against it."""
     release = install_operator(
-        real_cluster, images["operator"], "webhook.imageRegistries={localhost/}"
+        real_cluster,
+        images["operator"],
+        "webhook.imageRegistries={localhost/}",
+        f"jobs.startDeadline={START_DEADLINE_S}",
     )
     yield release
     for pod in release.pods():
@@ -132,3 +143,27 @@ def host_store(
 def user_namespace(real_namespace: str, operator_release: Release) -> str:
     """A fresh namespace of a user's, on a cluster where the operator runs."""
     return real_namespace
+
+
+@pytest.fixture
+def bucket(host_store: ObjectStore, real_cluster: Cluster, user_namespace: str) -> dict[str, Any]:
+    """A bucket of this test's, the Secret with the store's key in the namespace, and the
+    destination that names both."""
+    name = f"backups-{user_namespace}"
+    host_store.create_bucket(name)
+    real_cluster.create_secret(
+        user_namespace,
+        "backup-credentials",
+        {
+            "AWS_ACCESS_KEY_ID": host_store.access_key,
+            "AWS_SECRET_ACCESS_KEY": host_store.secret_key,
+        },
+    )
+    return {
+        "s3": {
+            "endpoint": host_store.endpoint,
+            "bucket": name,
+            "path": "real",
+            "credentialsSecretRef": {"name": "backup-credentials"},
+        }
+    }

@@ -8,37 +8,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import pytest
-
 from tests.cluster import Cluster, wait_for
 from tests.objectstore import ObjectStore
 from tests.realpods import client_pod, on_local_images, until_answers, wait_active
 
 BACKUP_TIMEOUT_S = 180.0
-
-
-@pytest.fixture
-def bucket(host_store: ObjectStore, real_cluster: Cluster, user_namespace: str) -> dict[str, Any]:
-    """A bucket of this test's, the Secret with the store's key in the namespace, and the
-    destination that names both."""
-    name = f"backups-{user_namespace}"
-    host_store.create_bucket(name)
-    real_cluster.create_secret(
-        user_namespace,
-        "backup-credentials",
-        {
-            "AWS_ACCESS_KEY_ID": host_store.access_key,
-            "AWS_SECRET_ACCESS_KEY": host_store.secret_key,
-        },
-    )
-    return {
-        "s3": {
-            "endpoint": host_store.endpoint,
-            "bucket": name,
-            "path": "real",
-            "credentialsSecretRef": {"name": "backup-credentials"},
-        }
-    }
 
 
 def create(
