@@ -89,6 +89,13 @@ def _running(job: str, database: str, where: str) -> str:
     return f"Job {job} is backing up Database {database} to {where}"
 
 
+def _where(status: DatabaseBackupStatus) -> str:
+    """Where a backup is stored, for people: its destination and location."""
+    if status.destination is None:
+        return str(status.location)
+    return f"{status.destination.describe()}: {status.location}"
+
+
 def _stored_by(job: Manifest) -> tuple[str | None, str | None]:
     """Where a backup Job's agent stores (its BACKUP_KEY) and the engine it was told, read
     from the Job: for a Job made before its backup recorded them (an earlier version)."""
@@ -240,10 +247,7 @@ class BackupReconciler:
 
     async def _run(self, backup: DatabaseBackup, db: Database | None, job: str) -> BackupResult:
         """Say Running: ``job`` takes the backup to where its status records."""
-        recorded = backup.status
-        where = str(recorded.location)
-        if recorded.destination is not None:
-            where = f"{recorded.destination.describe()}: {where}"
+        where = _where(backup.status)
         at = self.now()
         status = state.advance(
             backup,
@@ -324,8 +328,7 @@ class BackupReconciler:
         outcome = await follow_job(
             self.kube, backup.namespace, job, self.now(), self.options.start_deadline_s
         )
-        destination = backup.status.destination
-        where = f"{destination.describe()}: {backup.status.location}" if destination else ""
+        where = _where(backup.status)
         if not outcome.finished:
             message = _running(job_name, backup.spec.database, where) + state.waiting_note(outcome)
             written = await self._write(
@@ -376,7 +379,7 @@ class BackupReconciler:
         status = backup.status
         if status.location is None or status.destination is None:
             return Finalized(True)  # it never stored anything
-        where = f"{status.destination.describe()}: {status.location}"
+        where = _where(status)
         if not state.finished(backup) and status.job:
             # Its Job may still be writing (Running; or Pending, made just before a restart):
             # stop it before deleting what it wrote.
