@@ -120,6 +120,7 @@ ENGINES: dict[Engine, EngineFacts] = {
             "hot_standby",
             "primary_conninfo",
             "primary_slot_name",
+            "wal_log_hints",
             "restore_command",
             "wal_level",
             "max_wal_senders",

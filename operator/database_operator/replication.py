@@ -48,7 +48,8 @@ class Recipe:
 
 
 # PostgreSQL's primary set-up: wait for the server (the image's first start runs initdb with a
-# server on the socket only), add the pg_hba line once, create or update the role, reload. The
+# server on the socket only), add the pg_hba line once, create or update the role, reload. A
+# standby (an instance under spec.failover) has both from its primary, and writes nothing. The
 # password goes in as a psql variable, quoted by psql (%L): never spliced into SQL text.
 POSTGRES_PRIMARY_SETUP = f"""\
 set -eu
@@ -60,8 +61,10 @@ PGPASSWORD="$POSTGRES_PASSWORD" psql -v ON_ERROR_STOP=1 -q -h 127.0.0.1 \\
   -U "$POSTGRES_USER" -d postgres -v user={REPLICATION_USER} -v password="$REPLICATION_PASSWORD" \\
   <<'SQL'
 SELECT format('CREATE ROLE %I', :'user')
-  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') \\gexec
-SELECT format('ALTER ROLE %I WITH REPLICATION LOGIN PASSWORD %L', :'user', :'password') \\gexec
+  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') AND NOT pg_is_in_recovery()
+\\gexec
+SELECT format('ALTER ROLE %I WITH REPLICATION LOGIN PASSWORD %L', :'user', :'password')
+  WHERE NOT pg_is_in_recovery() \\gexec
 SELECT pg_reload_conf();
 SQL
 """  # noqa: S608 - constants only; the password is a psql variable, quoted by psql
@@ -79,6 +82,53 @@ until rm -rf "${{PGDATA:?}}"/* && pg_basebackup -h "$PRIMARY_HOST" -p "$PRIMARY_
   sleep 2
 done
 exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVERYWHERE[1]}' "$@"
+"""
+
+
+# A PostgreSQL instance of a Database with spec.failover: its role comes from TARGET_PRIMARY
+# (the ConfigMap <name>-instances, read by the kubelet at each start of the container), so an
+# instance that restarts after a failover can never come back as a second primary.
+# - The target primary runs the image's entry point (initdb on an empty volume). A standby made
+#   target stays a standby until the operator promotes it (pg_promote): never on its own.
+# - Any other instance is a hot standby of the primary's Service. On an empty volume it clones
+#   the primary. On a volume that was a primary's (no standby.signal) it first waits for the new
+#   primary, then rewinds onto its timeline (pg_rewind, which recovers a crashed data directory
+#   first); a failed rewind clones afresh. The replication password reaches the WAL receiver
+#   through the environment (libpq's PGPASSWORD), never a file or a command line.
+POSTGRES_INSTANCE = f"""\
+set -eu
+conninfo="host=$PRIMARY_HOST port=$PRIMARY_PORT user={REPLICATION_USER}"
+conninfo="$conninfo application_name=$INSTANCE_NAME"
+if [ "$TARGET_PRIMARY" = "$INSTANCE_NAME" ]; then
+  export PGPASSWORD="${{REPLICATION_PASSWORD:-}}"
+  exec docker-entrypoint.sh postgres {LISTEN_EVERYWHERE[0]} '{LISTEN_EVERYWHERE[1]}' \
+    -c wal_log_hints=on -c "primary_conninfo=$conninfo" "$@"
+fi
+mkdir -p "$PGDATA"
+chmod 0700 "$PGDATA"
+if [ -s "$PGDATA/PG_VERSION" ] && [ ! -f "$PGDATA/standby.signal" ]; then
+  until pg_isready -q -h "$PRIMARY_HOST" -p "$PRIMARY_PORT"; do
+    echo "waiting for the primary at $PRIMARY_HOST:$PRIMARY_PORT to rewind onto" >&2
+    sleep 1
+  done
+  if ! PGPASSWORD="$POSTGRES_PASSWORD" pg_rewind -D "$PGDATA" \
+      --source-server="host=$PRIMARY_HOST port=$PRIMARY_PORT user=$POSTGRES_USER dbname=postgres"
+  then
+    echo "pg_rewind failed: cloning the primary afresh" >&2
+    rm -rf "${{PGDATA:?}}"/*
+  fi
+fi
+export PGPASSWORD="$REPLICATION_PASSWORD"
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  until rm -rf "${{PGDATA:?}}"/* && pg_basebackup -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" \
+      -U {REPLICATION_USER} -D "$PGDATA" -X stream -c fast; do
+    echo "waiting for the primary at $PRIMARY_HOST:$PRIMARY_PORT" >&2
+    sleep 2
+  done
+fi
+touch "$PGDATA/standby.signal"
+exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVERYWHERE[1]}' \
+  -c wal_log_hints=on -c "primary_conninfo=$conninfo" "$@"
 """
 
 
@@ -131,6 +181,32 @@ def replica(
             ],
         )
     raise ValueError(f"{engine} has no replication the operator sets up")
+
+
+def instance(
+    engine: Engine,
+    *,
+    name: str,
+    port: int,
+    primary_host: str,
+    primary_port: int,
+    settings: list[str],
+) -> Recipe:
+    """Instance ``name`` of ``engine`` under spec.failover: the primary or a standby, as
+    TARGET_PRIMARY (from the environment) says at each start."""
+    if engine is not Engine.POSTGRES:
+        raise ValueError(f"{engine} has no failover the operator sets up")
+    return Recipe(
+        command=["sh", "-c", POSTGRES_INSTANCE, name, *settings],
+        args=[],
+        env={
+            "PGPORT": str(port),
+            "INSTANCE_NAME": name,
+            "PRIMARY_HOST": primary_host,
+            "PRIMARY_PORT": str(primary_port),
+        },
+        post_start=["sh", "-c", POSTGRES_PRIMARY_SETUP],
+    )
 
 
 def _redis_base(port: int, data_dir: str) -> list[str]:

@@ -13,12 +13,14 @@ would be).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import glob
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -29,8 +31,10 @@ import pytest
 from database_operator import desired, replication
 from database_operator.api.models import Database
 from database_operator.engines import Engine, facts
+from database_operator.failover import probe
 from tests.cluster import wait_for
 from tests.controlplane import free_port
+from tests.service import service
 
 
 def make_db(engine: str, name: str = "shop", **spec: Any) -> Database:
@@ -320,3 +324,168 @@ def get(port: int, password: str, key: str) -> str | None:
         return redis_cli(port, password, "GET", key)
     except subprocess.CalledProcessError:
         return None
+
+
+# --- PostgreSQL instances that fail over (spec.failover) -----------------------------------------
+
+
+def start(
+    argv: list[str], env: dict[str, str], log: Path, user: str | None
+) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, user=user
+        )
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT) -> None:
+    """Stop a server: SIGINT is PostgreSQL's fast shutdown (the image's stop signal), SIGKILL a
+    crash."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_postgres_instances_fail_over_and_the_old_primary_rewinds_to_a_standby(  # noqa: PLR0915
+    tmp_shared: Path,
+) -> None:
+    """The instance recipe, run as the pods run it, around a Service (a proxy on loopback):
+    the first instance initialises as the target primary with the image's entry point, the
+    second clones it; the primary crashes, the standby is promoted (probe.promote, as the
+    operator does), and the old primary, started again with the new target, rewinds onto the
+    new timeline and follows as a standby — with what was written on the new primary."""
+    db = make_db("postgres", failover={"enabled": True})
+    credentials = generated_credentials(db)
+    env = container_env(db, credentials)
+    user = run_as()
+    entrypoint = Path(__file__).parents[2] / "hack" / "images" / "postgresql"
+    path = f"{postgres_bin()}:{entrypoint}:{os.environ['PATH']}"
+    local = ["-c", "listen_addresses=127.0.0.1"]
+    ports = {"shop-1": free_port(), "shop-2": free_port()}
+    superuser, password = env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]
+    login = probe.Credentials(superuser, password)
+
+    def instance_env(name: str, target: str, primary_port: int) -> dict[str, str]:
+        recipe = replication.instance(
+            Engine.POSTGRES,
+            name=name,
+            port=ports[name],
+            primary_host="127.0.0.1",
+            primary_port=primary_port,
+            settings=local,
+        )
+        data = owned(tmp_shared / name, user) / "pgdata"
+        return env | recipe.env | {"PATH": path, "PGDATA": str(data), "TARGET_PRIMARY": target}
+
+    def argv(name: str) -> list[str]:
+        recipe = replication.instance(
+            Engine.POSTGRES, name=name, port=0, primary_host="", primary_port=0, settings=local
+        )
+        assert recipe.command is not None
+        return recipe.command
+
+    def ask(name: str) -> probe.EngineState | None:
+        return asyncio.run(probe.ask("127.0.0.1", ports[name], login))
+
+    def rows(name: str) -> str | None:
+        return answers(
+            ports[name], password, superuser, "SELECT string_agg(item, ',' ORDER BY id) FROM orders"
+        )
+
+    with service(ports["shop-1"]) as primary_service:
+        first_env = instance_env("shop-1", "shop-1", primary_service.port)
+        first = start(argv("shop-1"), first_env, tmp_shared / "shop-1.log", user)
+        second = None
+        try:
+            wait_for(lambda: ask("shop-1") or None, timeout=60, what="the first instance")
+            state = ask("shop-1")
+            assert state is not None and not state.standby
+            post_start = replication.instance(
+                Engine.POSTGRES, name="shop-1", port=0, primary_host="", primary_port=0, settings=[]
+            ).post_start
+            assert post_start is not None
+            subprocess.run(post_start, env=first_env, check=True, user=user, timeout=60)
+            psql(
+                ports["shop-1"],
+                password,
+                superuser,
+                "CREATE TABLE orders (id int, item text)",
+                superuser,
+            )
+            psql(
+                ports["shop-1"],
+                password,
+                superuser,
+                "INSERT INTO orders VALUES (1, 'one')",
+                superuser,
+            )
+
+            second_env = instance_env("shop-2", "shop-1", primary_service.port)
+            second = start(argv("shop-2"), second_env, tmp_shared / "shop-2.log", user)
+            wait_for(lambda: ask("shop-2") or None, timeout=60, what="the second instance to clone")
+            state = ask("shop-2")
+            assert state is not None and state.standby
+            # Its postStart hook writes nothing on a standby, and fails nothing.
+            subprocess.run(post_start, env=second_env, check=True, user=user, timeout=60)
+            psql(
+                ports["shop-1"],
+                password,
+                superuser,
+                "INSERT INTO orders VALUES (2, 'two')",
+                superuser,
+            )
+            wait_for(
+                lambda: (
+                    answers(ports["shop-2"], password, superuser, "SELECT count(*) FROM orders")
+                    == "2"
+                ),
+                what="streaming",
+            )
+
+            # The primary crashes; the standby is promoted; the Service follows it.
+            stop(first, signal.SIGKILL)
+            primary_service.route(None)
+            assert asyncio.run(probe.promote("127.0.0.1", ports["shop-2"], login))
+            state = ask("shop-2")
+            assert state is not None and not state.standby
+            primary_service.route(ports["shop-2"])
+            psql(
+                ports["shop-2"],
+                password,
+                superuser,
+                "INSERT INTO orders VALUES (3, 'three')",
+                superuser,
+            )
+
+            # The old primary starts again, now told the target is shop-2: it rewinds, follows.
+            first = start(
+                argv("shop-1"),
+                instance_env("shop-1", "shop-2", primary_service.port),
+                tmp_shared / "shop-1.log",
+                user,
+            )
+            wait_for(
+                lambda: rows("shop-1") == "one,two,three",
+                timeout=90,
+                what="the old primary to rewind and follow",
+            )
+            rejoined = ask("shop-1")
+            assert rejoined is not None and rejoined.standby and rejoined.streaming
+            promoted = ask("shop-2")
+            assert promoted is not None and rejoined.timeline == promoted.timeline > 1
+            with pytest.raises(RuntimeError, match="read-only"):
+                psql(
+                    ports["shop-1"],
+                    password,
+                    superuser,
+                    "INSERT INTO orders VALUES (4, 'no')",
+                    superuser,
+                )
+        finally:
+            stop(first)
+            if second is not None:
+                stop(second)

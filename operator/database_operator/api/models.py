@@ -41,6 +41,10 @@ __all__ = [
 
 #: The label on each database pod that says whether it is the primary or a read replica.
 ROLE_LABEL = f"{GROUP}/role"
+#: The label on each pod of a Database with spec.failover that names its instance
+#: (``<name>-<n>``): the instance's Deployment selects its pods by it. Its role label is set by
+#: the operator, on the pod, once the engine has confirmed the role.
+INSTANCE_LABEL = f"{GROUP}/instance"
 #: The label on a Database (and the operator copies it to its children) that assigns it to a
 #: shard: an operator started with --shard=NAME reconciles only the Databases labelled NAME.
 SHARD_LABEL = f"{GROUP}/shard"
@@ -51,12 +55,15 @@ OWNED_POD_LABELS = (
     "app.kubernetes.io/component",
     "app.kubernetes.io/managed-by",
     ROLE_LABEL,
+    INSTANCE_LABEL,
 )
 #: Namespace annotations that cap the Databases of a namespace (absent: no cap), checked by the
 #: validating webhook.
 MAX_DATABASES = f"{GROUP}/max-databases"
 MAX_STORAGE = f"{GROUP}/max-storage"
 KIND = "Database"
+#: The most instances a Database may have (spec.replicas).
+MAX_REPLICAS = 10
 PLURAL = "databases"
 #: The name of the Database CustomResourceDefinition.
 CRD_NAME = f"{PLURAL}.{GROUP}"
@@ -198,6 +205,46 @@ class Monitoring(_Model):
     )
 
 
+#: Engines whose instances the operator fails over (spec.failover).
+FAILOVER_ENGINES = (Engine.POSTGRES,)
+
+
+class Failover(_Model):
+    """Instances that fail over: each its own Deployment and volume, the primary promoted from
+    the most advanced replica when it is lost (docs/architecture.md, "Instances and failover")."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Run the Database as instances <name>-1 .. <name>-<replicas>, each with its "
+        "own Deployment and (with spec.storage) its own volume, and promote a replica when the "
+        "primary's pod or engine is lost. PostgreSQL only, for now. Set at creation: a "
+        "Database made without it keeps its primary and read replicas Deployments.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "self == oldSelf",
+                    "spec.failover.enabled is set when a Database is created and kept (moving a "
+                    "running Database to instances is not supported yet)",
+                )
+            ]
+        },
+    )
+    delay: int = Field(
+        default=5,
+        ge=0,
+        le=3600,
+        description="Seconds the primary must be lost (its pod gone, not running, or its engine "
+        "not answering) before a replica is promoted.",
+    )
+    max_lag: int = Field(
+        default=16 * 1024 * 1024,
+        ge=0,
+        description="Bytes of WAL a replica may lack, against the last position the primary "
+        "was seen at, and still be promoted: a replica further behind is never promoted (writes "
+        "wait for the primary instead).",
+    )
+
+
 class CredentialsSecretRef(_Model):
     """A Secret in the Database's namespace that holds the engine's credentials."""
 
@@ -272,6 +319,21 @@ class DatabaseSpec(_Model):
                     if not facts.replication
                 ],
                 cel(
+                    "!has(self.failover) || !has(self.failover.enabled) || !self.failover.enabled"
+                    " || !has(self.engine) || self.engine in ["
+                    + ", ".join(f"'{engine}'" for engine in FAILOVER_ENGINES)
+                    + "]",
+                    "spec.failover is available for "
+                    + ", ".join(FAILOVER_ENGINES)
+                    + " only (for now)",
+                    ".failover",
+                ),
+                cel(
+                    "has(self.failover) == has(oldSelf.failover)",
+                    "spec.failover is set when a Database is created and kept",
+                    ".failover",
+                ),
+                cel(
                     "!has(oldSelf.storage) || has(self.storage)",
                     "storage cannot be removed once set",
                     ".storage",
@@ -325,7 +387,7 @@ class DatabaseSpec(_Model):
     replicas: int = Field(
         default=1,
         ge=0,
-        le=10,
+        le=MAX_REPLICAS,
         description="Instances of this one database, 0 to 10: 0 hibernates it (the data "
         "stays), 1 runs the primary, more add read replicas that follow the primary with the "
         "engine's own replication ("
@@ -422,6 +484,11 @@ class DatabaseSpec(_Model):
         description="Metrics of the database itself: an exporter sidecar Prometheus scrapes. "
         "It has no probes: its failure never takes a pod out of its Service.",
     )
+    failover: Failover | None = Field(
+        default=None,
+        description="High availability: instances with their own storage, and a replica "
+        "promoted when the primary is lost. Set at creation.",
+    )
     backup: BackupPolicy | None = Field(
         default=None,
         description="Backups: where they are stored and, optionally, a schedule and how many "
@@ -452,6 +519,27 @@ class Binding(_Model):
     """The Secret an application binds to (servicebinding.io)."""
 
     name: str = Field(description="Name of the Secret, in the Database's namespace.")
+
+
+class InstanceRole(StrEnum):
+    PRIMARY = "primary"
+    REPLICA = "replica"
+    #: Its engine has not said (it does not answer, or it is starting): no Service selects it.
+    UNKNOWN = "unknown"
+
+
+class InstanceStatus(_Model):
+    """One instance as the operator last saw it (spec.failover)."""
+
+    name: str = Field(description="The instance: its Deployment and the label on its pod.")
+    role: InstanceRole = Field(description="What its engine says it is.")
+    ready: bool = Field(description="Its pod is Ready.")
+    pod: str | None = Field(default=None, description="Its pod, if one runs.")
+    lag_bytes: int | None = Field(
+        default=None,
+        description="A replica's WAL not yet received, against the primary's position.",
+    )
+    timeline: int | None = Field(default=None, description="Its PostgreSQL timeline.")
 
 
 class DatabaseStatus(_Model):
@@ -500,6 +588,18 @@ class DatabaseStatus(_Model):
     )
     restored_from: RestoreRecord | None = Field(
         default=None, description="The backup this Database was created from (spec.restore)."
+    )
+    current_primary: str | None = Field(
+        default=None,
+        description="spec.failover: the instance that serves writes, as its engine confirmed.",
+    )
+    target_primary: str | None = Field(
+        default=None,
+        description="spec.failover: the instance chosen to serve writes; differs from "
+        "currentPrimary while a failover is under way.",
+    )
+    instances: list[InstanceStatus] | None = Field(
+        default=None, description="spec.failover: each instance's role, readiness and lag."
     )
     conditions: list[Condition] | None = Field(
         default=None,

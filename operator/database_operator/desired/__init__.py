@@ -5,8 +5,10 @@ for server-side apply. No I/O and no clock: the same Database always gives the s
 a caller can compare, apply and test them freely.
 
 - `children` is what every reconcile applies: the primary's Deployment and Service, the read
-  replicas' Deployment and Service (when there are read replicas), the PVC with storage.
-  `surplus` names those that must not exist (read replicas scaled away).
+  replicas' Deployment and Service (when there are read replicas), the PVC with storage. With
+  spec.failover, one Deployment (and claim) per instance instead of the primary's and the read
+  replicas' Deployments; the Services select the pods by the role the operator labels.
+  `surplus` names those that must not exist (read replicas or instances scaled away).
 - `secret` is separate: it needs a password and is created once, only when the Database has no
   credentialsSecretRef, and never re-applied (that would rotate the password).
 - `connection_secret` is built from the credentials Secret's data.
@@ -14,7 +16,7 @@ a caller can compare, apply and test them freely.
 
 from __future__ import annotations
 
-from database_operator.api.models import Database
+from database_operator.api.models import MAX_REPLICAS, Database
 from database_operator.desired.binding import connection_entries, connection_secret
 from database_operator.desired.common import (
     APPLIED_DIGEST_ANNOTATION,
@@ -29,7 +31,13 @@ from database_operator.desired.common import (
     credentials_secret_name,
     endpoint,
     generated_secret_name,
+    has_instances,
     host,
+    instance_count,
+    instance_name,
+    instance_names,
+    instance_pvc_name,
+    instances_config_name,
     labels,
     owner_reference,
     primary_count,
@@ -54,12 +62,24 @@ from database_operator.desired.credentials import (
     secret,
 )
 from database_operator.desired.network import read_service, service
-from database_operator.desired.storage import pvc
-from database_operator.desired.workload import deployment, image, replicas_deployment
+from database_operator.desired.storage import pvc, pvcs
+from database_operator.desired.workload import (
+    deployment,
+    image,
+    instance_deployments,
+    replicas_deployment,
+)
 from database_operator.manifest import Manifest
 
 
 def _built(db: Database, credentials_checksum: str | None = None) -> list[Manifest]:
+    if has_instances(db):
+        return [
+            *instance_deployments(db, credentials_checksum),
+            service(db),
+            *filter(None, [read_service(db)]),
+            *pvcs(db),
+        ]
     optional = [
         replicas_deployment(db, credentials_checksum),
         read_service(db),
@@ -84,10 +104,19 @@ def child_keys(db: Database) -> list[tuple[str, str]]:
 
 def surplus(db: Database) -> list[tuple[str, str]]:
     """(kind, name) of the children that must not exist for this spec: the read replicas'
-    Deployment and Service when there are no read replicas."""
-    if read_replica_count(db):
-        return []
-    return [("Deployment", replicas_name(db)), ("Service", replicas_name(db))]
+    Deployment and Service when there are no read replicas; with spec.failover, the
+    Deployments of the instances scaled away (their claims are kept) — but never the target
+    primary's, whose data would be lost to writes."""
+    unwanted = [] if read_replica_count(db) else [("Service", replicas_name(db))]
+    if not has_instances(db):
+        if not read_replica_count(db):
+            unwanted.insert(0, ("Deployment", replicas_name(db)))
+        return unwanted
+    return unwanted + [
+        ("Deployment", instance_name(db, number))
+        for number in range(instance_count(db) + 1, MAX_REPLICAS + 1)
+        if instance_name(db, number) != db.status.target_primary
+    ]
 
 
 __all__ = [
@@ -112,14 +141,22 @@ __all__ = [
     "endpoint",
     "generate_password",
     "generated_secret_name",
+    "has_instances",
     "host",
     "image",
+    "instance_count",
+    "instance_deployments",
+    "instance_name",
+    "instance_names",
+    "instance_pvc_name",
+    "instances_config_name",
     "labels",
     "missing_credentials_keys",
     "owner_reference",
     "primary_count",
     "pvc",
     "pvc_name",
+    "pvcs",
     "read_endpoint",
     "read_host",
     "read_replica_count",

@@ -151,6 +151,42 @@ def pvc_name(db: Database) -> str:
     return f"{db.name}-data"
 
 
+def has_instances(db: Database) -> bool:
+    """Whether the Database runs as instances that fail over (spec.failover.enabled)."""
+    return db.spec.failover is not None and db.spec.failover.enabled
+
+
+def instance_count(db: Database) -> int:
+    """Instances of a Database with spec.failover: spec.replicas, and at least the first (its
+    Deployment is kept, with no pod, while the Database hibernates)."""
+    return max(db.spec.replicas, 1)
+
+
+def instance_name(db: Database, number: int) -> str:
+    """Instance ``number`` (from 1): its Deployment and the value of its pod's instance label."""
+    return f"{db.name}-{number}"
+
+
+def instance_names(db: Database) -> list[str]:
+    """The instances the spec asks for, in order."""
+    return [instance_name(db, number) for number in range(1, instance_count(db) + 1)]
+
+
+def instance_pvc_name(db: Database, instance: str) -> str:
+    """An instance's claim: the first keeps ``<name>-data`` (the single primary's, so a backup
+    or a restore finds the data where it always was), the others ``<instance>-data``."""
+    return pvc_name(db) if instance == instance_name(db, 1) else f"{instance}-data"
+
+
+def instances_config_name(db: Database) -> str:
+    """The ConfigMap that names the target primary: each instance reads it as it starts."""
+    return f"{db.name}-instances"
+
+
+#: The key of the instances' ConfigMap that names the target primary.
+TARGET_PRIMARY_KEY = "primary"
+
+
 def selector_labels(db: Database, role: str | None = None) -> dict[str, str]:
     """The labels that pick this Database's pods (with ``role``: its primary or its read
     replicas): stable for its whole life, as a Deployment's selector is immutable."""

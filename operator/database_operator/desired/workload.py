@@ -12,19 +12,23 @@ spread, priority class) and engine settings. With spec.monitoring, the metrics e
 from __future__ import annotations
 
 from database_operator import replication
-from database_operator.api.models import ROLE_LABEL, Database
+from database_operator.api.models import INSTANCE_LABEL, ROLE_LABEL, Database
 from database_operator.desired.common import (
     CREDENTIALS_ANNOTATION,
     CREDENTIALS_CHECKSUM_ANNOTATION,
     DATA_VOLUME,
     PRIMARY,
     REPLICA,
+    TARGET_PRIMARY_KEY,
     container_security_context,
     controlled_owner_references,
     credentials_secret_name,
     engine_facts,
     engine_name,
     host,
+    instance_names,
+    instance_pvc_name,
+    instances_config_name,
     labels,
     object_meta,
     primary_count,
@@ -45,22 +49,27 @@ def image(db: Database) -> str:
     return db.spec.image or f"{engine_facts(db).image}:{resolved_version(db)}"
 
 
-def strategy(db: Database, role: str = PRIMARY) -> Manifest:
-    """Recreate for a primary with storage, RollingUpdate otherwise.
+def strategy(db: Database, role: str = PRIMARY, instance: str | None = None) -> Manifest:
+    """Recreate for a primary with storage and for an instance, RollingUpdate otherwise.
 
     A ReadWriteOnce volume cannot be mounted by the new pod while the old one holds it, so a
     rolling update would hang. The RollingUpdate parameters are spelled out (the API defaults)
     so that the field manager owns them and server-side apply drops them when the strategy
-    turns to Recreate (the API rejects Recreate with rollingUpdate set).
+    turns to Recreate (the API rejects Recreate with rollingUpdate set). An instance is one
+    engine with one identity: two pods of it at once would be two servers on its name.
     """
-    if db.spec.storage is not None and role == PRIMARY:
+    if instance is not None or (db.spec.storage is not None and role == PRIMARY):
         return {"type": "Recreate"}
     return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
 
 
-def env(db: Database, recipe: replication.Recipe | None = None) -> list[Manifest]:
+def env(
+    db: Database, recipe: replication.Recipe | None = None, instance: str | None = None
+) -> list[Manifest]:
     """Credentials as secretKeyRef (never a literal value), then the engine's and the recipe's
-    plain env. The replication keys are optional: a single instance runs without them."""
+    plain env. The replication keys are optional: a single instance runs without them. An
+    instance reads the target primary from its ConfigMap: the kubelet resolves it at each start
+    of the container, so a restart after a failover knows its new role."""
     secret_name = credentials_secret_name(db)
     facts = engine_facts(db)
 
@@ -71,9 +80,14 @@ def env(db: Database, recipe: replication.Recipe | None = None) -> list[Manifest
         return {"name": var, "valueFrom": {"secretKeyRef": ref}}
 
     plain = facts.env | (recipe.env if recipe is not None else {})
+    target: list[Manifest] = []
+    if instance is not None:
+        config = {"name": instances_config_name(db), "key": TARGET_PRIMARY_KEY}
+        target = [{"name": "TARGET_PRIMARY", "valueFrom": {"configMapKeyRef": config}}]
     return (
         [from_secret(var, key, False) for var, key in facts.secret_env.items()]
         + [from_secret(var, key, True) for var, key in facts.replication_env.items()]
+        + target
         + [{"name": var, "value": value} for var, value in plain.items()]
     )
 
@@ -86,9 +100,18 @@ def settings(db: Database) -> list[str]:
     ]
 
 
-def recipe(db: Database, role: str) -> replication.Recipe:
-    """What the container of ``role`` runs (replication.py)."""
+def recipe(db: Database, role: str, instance: str | None = None) -> replication.Recipe:
+    """What the container of ``role`` (or of ``instance``) runs (replication.py)."""
     facts = engine_facts(db)
+    if instance is not None:
+        return replication.instance(
+            db.spec.engine,
+            name=instance,
+            port=facts.port,
+            primary_host=host(db),
+            primary_port=resolved_port(db),
+            settings=settings(db),
+        )
     if role == PRIMARY:
         return replication.primary(
             db.spec.engine, port=facts.port, data_dir=facts.data_path, settings=settings(db)
@@ -141,15 +164,17 @@ def pod_security_context(db: Database) -> Manifest:
     }
 
 
-def has_claim(db: Database, role: str = PRIMARY) -> bool:
-    """Whether the pod of ``role`` keeps its data on the Database's claim."""
-    return db.spec.storage is not None and role == PRIMARY
+def has_claim(db: Database, role: str = PRIMARY, instance: str | None = None) -> bool:
+    """Whether the pod of ``role`` (or ``instance``) keeps its data on a claim."""
+    return db.spec.storage is not None and (instance is not None or role == PRIMARY)
 
 
-def data_volume(db: Database, role: str = PRIMARY) -> Manifest:
-    """The claim for a primary with storage; an emptyDir (data lost with the pod) otherwise."""
-    if has_claim(db, role):
-        return {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": pvc_name(db)}}
+def data_volume(db: Database, role: str = PRIMARY, instance: str | None = None) -> Manifest:
+    """The claim for a primary or an instance with storage; an emptyDir (data lost with the
+    pod) otherwise."""
+    if has_claim(db, role, instance):
+        claim = pvc_name(db) if instance is None else instance_pvc_name(db, instance)
+        return {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
     return {"name": DATA_VOLUME, "emptyDir": {}}
 
 
@@ -157,7 +182,7 @@ def data_volume(db: Database, role: str = PRIMARY) -> Manifest:
 DRAIN_SECONDS = 5
 
 
-def pre_stop(db: Database, role: str) -> Manifest | None:
+def pre_stop(db: Database, role: str, instance: str | None = None) -> Manifest | None:
     """For a pod without a claim: keep the server up for DRAIN_SECONDS after the pod starts
     terminating, so that kube-proxy has taken it out of its Services before its address goes.
 
@@ -165,22 +190,23 @@ def pre_stop(db: Database, role: str) -> Manifest | None:
     address nobody answers any more, and waits for its connect timeout: on a real node a Redis
     replica hung 60 s (repl-timeout) after the primary rolled. Not for a pod with the claim: a
     deleted pod's replacement starts at once on the same volume, and the old server must not
-    outlive its delete by longer than its own shutdown."""
-    if has_claim(db, role):
+    outlive its delete by longer than its own shutdown. Nor for an instance: the operator
+    takes it out of its Service by its role label before it is stopped."""
+    if instance is not None or has_claim(db, role):
         return None
     return {"exec": {"command": ["sleep", str(DRAIN_SECONDS)]}}
 
 
-def container(db: Database, role: str = PRIMARY) -> Manifest:
+def container(db: Database, role: str = PRIMARY, instance: str | None = None) -> Manifest:
     """The one database container."""
     facts = engine_facts(db)
     name = engine_name(db)
-    run = recipe(db, role)
+    run = recipe(db, role, instance)
     spec: Manifest = {
         "name": name,
         "image": image(db),
         "ports": [{"name": name, "containerPort": facts.port, "protocol": "TCP"}],
-        "env": env(db, run),
+        "env": env(db, run, instance),
         "readinessProbe": readiness_probe(db),
         "livenessProbe": liveness_probe(db),
         "securityContext": container_security_context(),
@@ -193,7 +219,7 @@ def container(db: Database, role: str = PRIMARY) -> Manifest:
     lifecycle: Manifest = {}
     if run.post_start:
         lifecycle["postStart"] = {"exec": {"command": run.post_start}}
-    if drain := pre_stop(db, role):
+    if drain := pre_stop(db, role, instance):
         lifecycle["preStop"] = drain
     if lifecycle:
         spec["lifecycle"] = lifecycle
@@ -220,19 +246,25 @@ def placement(db: Database) -> Manifest:
 
 
 def pod_template(
-    db: Database, credentials_checksum: str | None = None, role: str = PRIMARY
+    db: Database,
+    credentials_checksum: str | None = None,
+    role: str = PRIMARY,
+    instance: str | None = None,
 ) -> Manifest:
     """The pod: labelled, hardened, placed, the engine's container (and the metrics exporter's
     with spec.monitoring), one data volume.
 
     ``credentials_checksum`` (see desired.credentials_checksum) rolls the pods when the
-    credentials change; None leaves it out (an offline render has no Secret to read).
+    credentials change; None leaves it out (an offline render has no Secret to read). An
+    instance's pod is labelled with the instance, not a role: the operator labels the role on
+    the pod once the engine has confirmed it (failover/).
     """
     annotations = dict(db.spec.pod_annotations or {})
     annotations[CREDENTIALS_ANNOTATION] = credentials_secret_name(db)
     if credentials_checksum:
         annotations[CREDENTIALS_CHECKSUM_ANNOTATION] = credentials_checksum
-    pod_labels = (db.spec.pod_labels or {}) | labels(db) | {ROLE_LABEL: role}
+    identity = {ROLE_LABEL: role} if instance is None else {INSTANCE_LABEL: instance}
+    pod_labels = (db.spec.pod_labels or {}) | labels(db) | identity
     return {
         "metadata": {"labels": pod_labels, "annotations": annotations},
         "spec": {
@@ -244,8 +276,11 @@ def pod_template(
             "securityContext": pod_security_context(db),
             # Nothing is added without monitoring: the template stays what earlier releases
             # wrote, so an upgrade rolls no pod.
-            "containers": [container(db, role), *filter(None, [exporter_container(db)])],
-            "volumes": [data_volume(db, role)],
+            "containers": [
+                container(db, role, instance),
+                *filter(None, [exporter_container(db)]),
+            ],
+            "volumes": [data_volume(db, role, instance)],
             **placement(db),
         },
     }
@@ -264,17 +299,37 @@ def replicas_deployment(db: Database, credentials_checksum: str | None = None) -
     return _deployment(db, replicas_name(db), count, credentials_checksum, REPLICA)
 
 
+def instance_deployments(db: Database, credentials_checksum: str | None = None) -> list[Manifest]:
+    """spec.failover: one Deployment per instance, ``<name>-<n>``, one pod each (none while
+    hibernating), selected by the instance label."""
+    return [
+        _deployment(db, name, primary_count(db), credentials_checksum, PRIMARY, instance=name)
+        for name in instance_names(db)
+    ]
+
+
 def _deployment(
-    db: Database, name: str, replicas: int, credentials_checksum: str | None, role: str
+    db: Database,
+    name: str,
+    replicas: int,
+    credentials_checksum: str | None,
+    role: str,
+    *,
+    instance: str | None = None,
 ) -> Manifest:
+    selector = (
+        selector_labels(db, role)
+        if instance is None
+        else selector_labels(db) | {INSTANCE_LABEL: instance}
+    )
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": object_meta(db, name, controlled_owner_references(db)),
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": selector_labels(db, role)},
-            "strategy": strategy(db, role),
-            "template": pod_template(db, credentials_checksum, role),
+            "selector": {"matchLabels": selector},
+            "strategy": strategy(db, role, instance),
+            "template": pod_template(db, credentials_checksum, role, instance),
         },
     }
