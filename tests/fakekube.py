@@ -236,7 +236,9 @@ class FakeKube:
         current["status"] = _merge(current.get("status") or {}, status)
         return self._written("PATCH", kind, name, current, what=f"{kind}/status")
 
-    async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool:
+    async def delete(
+        self, kind: str, namespace: str, name: str, uid: str, grace_seconds: int | None = None
+    ) -> bool:
         self._check("DELETE", kind)
         found = self.objects.get((kind, namespace, name))
         if found is None or found["metadata"]["uid"] != uid:

@@ -351,6 +351,32 @@ def groups(docs: str) -> list[Group]:
             "DatabaseOperatorWorkqueueBacklog.",
             runbook=f"{docs}#databaseoperatorworkqueuebacklog",
         ),
+        _alert(
+            "DatabaseWithoutPrimary",
+            "database_operator_database_primaries == 0",
+            "critical",
+            "Database {{ $labels.namespace }}/{{ $labels.name }} has no instance that accepts "
+            "writes: kubectl get db -n {{ $labels.namespace }} {{ $labels.name }} "
+            "-o jsonpath='{.status.instances}'",
+            duration="1m",
+            description="spec.failover: no instance's engine answers as the primary. A "
+            "failover takes seconds; one that cannot happen (every replica too far behind, or "
+            "the old primary's pod cannot be stopped on an unreachable node) leaves it so: "
+            "see the Database's Events (FailoverImpossible).",
+            runbook=f"{docs}#instances-and-failover",
+        ),
+        _alert(
+            "DatabaseTwoPrimaries",
+            "database_operator_database_primaries > 1",
+            "critical",
+            "Database {{ $labels.namespace }}/{{ $labels.name }} has {{ $value }} instances "
+            "that accept writes",
+            duration="1m",
+            description="spec.failover: more than one instance's engine answers as a primary. "
+            "The operator fences (stops) every one but the target primary; this lasting means "
+            "it cannot: its pods cannot be deleted, or the operator does not run.",
+            runbook=f"{docs}#instances-and-failover",
+        ),
     ]
     backups = [
         _alert(

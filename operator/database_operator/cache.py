@@ -235,8 +235,10 @@ class CachedKube:
     ) -> Manifest:
         return await self.live.patch_status(namespace, name, status, kind)
 
-    async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool:
-        deleted = await self.live.delete(kind, namespace, name, uid)
+    async def delete(
+        self, kind: str, namespace: str, name: str, uid: str, grace_seconds: int | None = None
+    ) -> bool:
+        deleted = await self.live.delete(kind, namespace, name, uid, grace_seconds)
         held = self.cache.get(kind, namespace, name)
         if held is not None and held["metadata"].get("uid") == uid:
             self.cache.discard(held)

@@ -26,7 +26,7 @@ from datetime import datetime
 
 from database_operator import tracing
 from database_operator.api.backup import BACKUP_KIND
-from database_operator.api.models import KIND, Database, DatabaseStatus, Phase
+from database_operator.api.models import KIND, Database, DatabaseStatus, InstanceRole, Phase
 from database_operator.backups.controller import BackupController, work_on
 from database_operator.backups.jobs import JobOptions
 from database_operator.backups.state import WAITING_LOOK_S
@@ -44,6 +44,7 @@ from database_operator.cache import (
 from database_operator.clock import Clock, system_clock
 from database_operator.config import Settings, is_exact
 from database_operator.events import EventSink
+from database_operator.failover.decide import Memory
 from database_operator.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from database_operator.kube import ApiError, Kube, NotLeadingError, object_at
 from database_operator.logs import get_logger
@@ -77,9 +78,10 @@ RESYNC_JITTER = 0.1
 TRIGGERS = {None: "resume", "ADDED": "create", "MODIFIED": "update"}
 #: Triggers that ask for a reconcile whatever the caches say: the periodic one, a retry after
 #: a failure, the first look after a start, the audit's (what the cache lacked), a backup
-#: schedule's due time, and a restore Job's start deadline.
+#: schedule's due time, a restore Job's start deadline, and the next look at instances that
+#: fail over.
 SCHEDULED = frozenset(
-    {"resync", "retry", "resume", "audit", "schedule", "deadline", "leader", "stale"}
+    {"resync", "retry", "resume", "audit", "schedule", "deadline", "leader", "stale", "instances"}
 )
 #: The children the watches deliver whole (by our label): read from the cache, not the server.
 #: Jobs take and restore backups; the Secrets are the ones the operator generated.
@@ -161,6 +163,8 @@ class Controller:
     now: Clock = system_clock
     #: The DatabaseBackups' own loop: it shares the client, the caches and the pause.
     backups: BackupController = field(init=False)
+    #: spec.failover: what was seen of each Database's instances at its last look.
+    instances: dict[Key, Memory] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.queue = WorkQueue(
@@ -478,7 +482,7 @@ class Controller:
             # Its next reconcile is the next change to it or a child (a watch event).
             self.queue.unschedule(key)
         else:
-            self._schedule_resync(key, result.next_backup, result.job_deadline)
+            self._schedule_resync(key, result.next_backup, result.job_deadline, result.look_again)
         self.settled[key] = self._versions(key, self.databases.get(key, body))
         if has_finalizer(body) and is_fixed_point(db, result, reads):
             self.fixed.add(key)
@@ -549,13 +553,21 @@ class Controller:
         self.queue.discard(key)
         self.metrics.phases.forget(*key)
         self.metrics.backups.forget(*key)
+        with contextlib.suppress(KeyError):
+            self.metrics.primaries.remove(*key)
+        self.instances.pop(key, None)
 
     def _schedule_resync(
-        self, key: Key, backup_due: datetime | None = None, job_deadline: datetime | None = None
+        self,
+        key: Key,
+        backup_due: datetime | None = None,
+        job_deadline: datetime | None = None,
+        look_again: float | None = None,
     ) -> None:
         """The next periodic look, or, if it comes first, the backup schedule's next due time;
         while a restore Job's pod waits to start (``job_deadline``: when it is stopped), every
-        few seconds until then, as no watch event tells of its pod."""
+        few seconds until then, as no watch event tells of its pod; with spec.failover, the
+        next look at its instances (``look_again`` seconds: no watch tells of an engine)."""
         interval = self.settings.resync_interval
         jitter = random.uniform(-RESYNC_JITTER, RESYNC_JITTER)  # noqa: S311 - not for secrets
         delay, trigger = interval * (1 + jitter), "resync"
@@ -564,6 +576,8 @@ class Controller:
             delay, trigger = min(delay, max(0.0, until), WAITING_LOOK_S), "deadline"
         if backup_due is not None and (until := (backup_due - self.now()).total_seconds()) < delay:
             delay, trigger = max(0.0, until), "schedule"
+        if look_again is not None and look_again < delay:
+            delay, trigger = look_again, "instances"
         self.queue.schedule(key, delay, trigger)
 
     async def _reconcile(self, key: Key, body: Manifest, db: Database) -> tuple[Result, LiveReads]:
@@ -592,7 +606,11 @@ class Controller:
                 confirmed=confirmed,
                 backups=self.backups.index.view(key),
                 jobs=JobOptions.of(self.settings),
+                memory=self.instances.setdefault(key, Memory()),
             )
+        if result.failed_over is not None:
+            self.metrics.failovers.labels(db.spec.engine).inc()
+            self.metrics.failover_duration.labels(db.spec.engine).observe(result.failed_over)
         if result.body:
             self.remember(result.body)
             self.backups.database_changed(key)  # e.g. now Active: its waiting backups can run
@@ -658,6 +676,9 @@ class Controller:
         for kind in result.drift:
             metrics.drift_corrections.labels(kind).inc()
         metrics.phases.set(*key, str(result.status.phase) if result.status.phase else None)
+        if (seen := result.outcome.instances) is not None:
+            primaries = sum(1 for i in seen.instances if i.role is InstanceRole.PRIMARY)
+            metrics.primaries.labels(*key).set(primaries)
         if result.backups is not None:
             summary = result.backups
             metrics.backups.set(

@@ -43,6 +43,8 @@ RESOURCES: dict[str, tuple[str, str]] = {
     # Backups and restores run in Jobs; the results their agents report are read from the pods.
     "Job": ("/apis/batch/v1", "jobs"),
     "Pod": ("/api/v1", "pods"),
+    # spec.failover: the ConfigMap that names an instance's target primary.
+    "ConfigMap": ("/api/v1", "configmaps"),
     # What the webhooks read (a namespace's quota) and write (their own registration).
     "Namespace": ("/api/v1", "namespaces"),
     "ValidatingWebhookConfiguration": (
@@ -272,7 +274,9 @@ class KubeApi(Protocol):
     async def patch_status(
         self, namespace: str, name: str, status: Manifest, kind: str = KIND
     ) -> Manifest: ...
-    async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool: ...
+    async def delete(
+        self, kind: str, namespace: str, name: str, uid: str, grace_seconds: int | None = None
+    ) -> bool: ...
 
 
 #: An API path: /api/v1 or /apis/GROUP/VERSION, then [namespaces/NS/]RESOURCE[/NAME[/SUB]].
@@ -711,16 +715,21 @@ class Kube:
         """Merge-patch a Database's (or another kind's) status through the status subresource."""
         return await self.merge_patch(kind, namespace, name, {"status": status}, "status")
 
-    async def delete(self, kind: str, namespace: str, name: str, uid: str) -> bool:
+    async def delete(
+        self, kind: str, namespace: str, name: str, uid: str, grace_seconds: int | None = None
+    ) -> bool:
         """Delete the object with this uid (never a namesake created since); False if gone.
         Its dependents go too (in the background): batch/v1 would orphan a Job's pods, left
-        running without it, unless told."""
-        body = {
+        running without it, unless told. ``grace_seconds``: a pod's grace period instead of
+        its own (never 0, which would let the object go before its containers have)."""
+        body: Manifest = {
             "kind": "DeleteOptions",
             "apiVersion": "v1",
             "preconditions": {"uid": uid},
             "propagationPolicy": "Background",
         }
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = max(1, grace_seconds)
         try:
             await self._acall(
                 "DELETE", self.path(kind, namespace, name), body=body, expected=(404, 409)

@@ -39,6 +39,7 @@ PREFIX = "database_operator"
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RESULTS = ("success", "failed", "paused", "error")
 #: A backup takes seconds (a small database) to hours.
+FAILOVER_DURATION_BUCKETS = (1.0, 2.5, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
 BACKUP_DURATION_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0)
 #: 1 MiB to 1 TiB, by 4s.
 BACKUP_SIZE_BUCKETS = tuple(float(2**20 * 4**power) for power in range(11))
@@ -275,6 +276,28 @@ class Metrics:
             "Size of the completed backups, by engine.",
             ["engine"],
             buckets=BACKUP_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.primaries = Gauge(
+            f"{PREFIX}_database_primaries",
+            "spec.failover: the instances of a Database whose engine answers as a primary, at "
+            "its last look (1 when well; 0: writes fail; more: the engines disagree).",
+            ["namespace", "name"],
+            registry=self.registry,
+        )
+        self.failovers = Counter(
+            f"{PREFIX}_failovers",
+            "Failovers completed (spec.failover): a replica promoted in place of a lost "
+            "primary, by engine.",
+            ["engine"],
+            registry=self.registry,
+        )
+        self.failover_duration = Histogram(
+            f"{PREFIX}_failover_duration_seconds",
+            "Time from the loss of a primary (spec.failover) to the promotion of its "
+            "replacement, by engine.",
+            ["engine"],
+            buckets=FAILOVER_DURATION_BUCKETS,
             registry=self.registry,
         )
         self.backup_failures = Counter(

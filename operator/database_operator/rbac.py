@@ -75,8 +75,14 @@ NAMESPACED_RULES: list[Rule] = [
     },
     # What a finished Job's agent stored, or why it failed, is in its pod's termination
     # message; why an unfinished one's pod has not started, in its status. Listed by the Job's
-    # label. Read only.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    # label. With spec.failover, the instances' pods are listed by their labels, their role
+    # label is patched once the engine confirms it, and a pod that may still accept writes
+    # while another instance is promoted is deleted (fenced). No pods/exec: the operator asks
+    # the engines over the network (docs/architecture.md, "Instances and failover").
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "patch", "delete"]},
+    # spec.failover: the ConfigMap <name>-instances names the target primary; the instances
+    # read it as they start. Made once, patched at a failover.
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]},
     # Read only: upgraded from a release that elected its active replica with Kopf's peering,
     # a new replica waits until the old ones have left the peering object (leader.py).
     {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": ["get"]},

@@ -88,13 +88,14 @@ from database_operator.api.models import (
     ConditionStatus,
     Database,
     DatabaseStatus,
+    InstanceStatus,
     Phase,
 )
 from database_operator.backups.state import BACKUP_HEALTHY, BackupSummary
 from database_operator.conditions import Verdict, false, set_condition, stamped, true
 from database_operator.reasons import Problem, Reason
 
-__all__ = ["Outcome", "Workloads", "compute_status", "set_condition"]
+__all__ = ["InstancesSeen", "Outcome", "Workloads", "compute_status", "set_condition"]
 
 READY = "Ready"
 PROGRESSING = "Progressing"
@@ -120,6 +121,18 @@ class Outcome:
     restoring: Problem | None = None
     #: spec.restore: the restore that completed (status.restoredFrom).
     restored: RestoreRecord | None = None
+    #: spec.failover: what the instances' engines answered (None: not looked at).
+    instances: InstancesSeen | None = None
+
+
+@dataclass(frozen=True)
+class InstancesSeen:
+    """spec.failover: the primary the engines confirm (None: none does), the target primary,
+    and each instance."""
+
+    current_primary: str | None
+    target_primary: str | None
+    instances: list[InstanceStatus]
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,35 @@ class Workloads:
 
     primary: dict[str, Any] | None = None
     replicas: dict[str, Any] | None = None
+
+    @classmethod
+    def of_instances(cls, deployments: dict[str, dict[str, Any] | None], primary: str) -> Workloads:
+        """spec.failover: the primary instance's Deployment, and the others' added up as if
+        they were one Deployment of read replicas (a rollout is current when each is)."""
+        others = [found for name, found in deployments.items() if name != primary and found]
+        if not others:
+            return cls(primary=deployments.get(primary))
+
+        def total(*path: str) -> int:
+            return sum(_int_at(found, *path) or 0 for found in others)
+
+        current = all(
+            (_int_at(found, "status", "observedGeneration") or 0)
+            >= (_int_at(found, "metadata", "generation") or 0)
+            for found in others
+        )
+        replicas: dict[str, Any] = {
+            "metadata": {"generation": 0},
+            "spec": {"replicas": total("spec", "replicas")},
+            "status": {
+                "observedGeneration": 0 if current else -1,
+                **{
+                    key: total("status", key)
+                    for key in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas")
+                },
+            },
+        }
+        return cls(primary=deployments.get(primary), replicas=replicas)
 
 
 @dataclass(frozen=True)
@@ -382,6 +424,7 @@ def compute_status(
     ready, degraded = verdicts[READY], verdicts[DEGRADED]
     assert ready is not None and degraded is not None
     replicated = observed.replicas.wanted > 0
+    seen = outcome.instances
     return DatabaseStatus(
         observed_generation=generation,
         phase=_phase(ready, degraded, outcome, was_active),
@@ -399,5 +442,8 @@ def compute_status(
         last_successful_backup=backups.last_success,
         last_failed_backup=backups.last_failure,
         restored_from=outcome.restored or previous.restored_from,
+        current_primary=seen.current_primary if seen else previous.current_primary,
+        target_primary=seen.target_primary if seen else previous.target_primary,
+        instances=(seen.instances or None) if seen else previous.instances,
         conditions=conditions,
     )

@@ -130,6 +130,8 @@ def test_the_operators_alerts_moved_from_the_docs_keep_their_names() -> None:
         "DatabaseOperatorTracesDropped",
         "DatabaseNotReady",
         "DatabaseOperatorWorkqueueBacklog",
+        "DatabaseWithoutPrimary",
+        "DatabaseTwoPrimaries",
     ]
 
 

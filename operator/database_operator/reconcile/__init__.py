@@ -21,7 +21,10 @@ from database_operator.backups.state import Backups
 from database_operator.carryover import carry_over
 from database_operator.clock import Clock, system_clock
 from database_operator.events import EventSink, no_events
+from database_operator.failover.decide import Memory
+from database_operator.failover.tend import tend
 from database_operator.kube import KubeApi
+from database_operator.manifest import Manifest
 from database_operator.ownership import conflict, conflict_message, is_ours
 from database_operator.reasons import Problem, Reason
 from database_operator.reconcile.apply import ensure_children, ensure_credentials, remove_surplus
@@ -29,7 +32,7 @@ from database_operator.reconcile.finalizer import finalize
 from database_operator.reconcile.observe import observe
 from database_operator.reconcile.report import report_failure, write_status
 from database_operator.reconcile.result import Result
-from database_operator.status import Outcome, Workloads
+from database_operator.status import InstancesSeen, Outcome, Workloads
 
 __all__ = ["Result", "finalize", "reconcile", "report_failure"]
 
@@ -43,6 +46,7 @@ async def reconcile(
     confirmed: bool = False,
     backups: Backups | None = None,
     jobs: JobOptions | None = None,
+    memory: Memory | None = None,
 ) -> Result:
     """Bring one Database's children to the desired state and write its status when it changed.
 
@@ -50,7 +54,7 @@ async def reconcile(
     Database deleted meanwhile); else it is re-read before anything is created. ``backups``:
     its DatabaseBackups as the watch has them, for its restore, its schedule and what its
     status says of them (None: not looked at); ``jobs``: what the settings say of the Jobs
-    (a restore's).
+    (a restore's); ``memory``: what was seen of its instances (spec.failover) at the last look.
     Raises ApiError for API failures (the caller decides whether to retry).
     """
     at = now()
@@ -61,6 +65,7 @@ async def reconcile(
     failure: Problem | None = None
     restoring: Problem | None = None
     restored: RestoreRecord | None = None
+    instances: InstancesSeen | None = None
 
     if conflicts:
         failure = Problem(Reason.CHILD_NAME_CONFLICT, conflict_message(conflicts))
@@ -78,7 +83,7 @@ async def reconcile(
                 kube,
                 db,
                 (backups or Backups()).named,
-                primary=children.get(("Deployment", db.name)),
+                primary=children.get(("Deployment", _first_deployment(db))),
                 options=jobs or JobOptions(agent_image=""),
                 now=at,
             )
@@ -91,7 +96,16 @@ async def reconcile(
             )
             if gate.hold:  # the restore is not done: no database runs on the volume yet
                 wanted = [child for child in wanted if child["kind"] != "Deployment"]
-            failure = gate.failure or await ensure_children(kube, db, wanted, children, result)
+            elif desired.has_instances(db) and gate.failure is None:
+                # Before the Deployments: their pods read the ConfigMap it makes.
+                looked = await tend(
+                    kube, db, credentials, memory or Memory(), events=events, clock=now
+                )
+                instances, failure = looked.seen, looked.failure
+                result.look_again, result.failed_over = looked.look_again, looked.failed_over
+            failure = (
+                gate.failure or failure or await ensure_children(kube, db, wanted, children, result)
+            )
             await remove_surplus(kube, db, observed, result)
             restoring, restored = gate.progress, gate.restored
             result.job_deadline = gate.deadline
@@ -106,16 +120,14 @@ async def reconcile(
         binding=connection[1] if children.get(connection) else None,
         restoring=restoring,
         restored=restored,
+        instances=instances,
     )
     if backups is not None:
         result.backups = state.summarize(db, backups.of_database, at)
     written = await write_status(
         kube,
         db,
-        workloads=Workloads(
-            primary=children.get(("Deployment", db.name)),
-            replicas=children.get(("Deployment", desired.replicas_name(db))),
-        ),
+        workloads=_workloads(db, children, instances),
         outcome=result.outcome,
         events=events,
         now=lambda: at,
@@ -130,3 +142,25 @@ async def reconcile(
             f"created {', '.join(result.created)}; phase {result.status.phase or 'None'}",
         )
     return result
+
+
+def _first_deployment(db: Database) -> str:
+    """The Deployment that runs on the Database's first volume (a restore's)."""
+    return desired.instance_name(db, 1) if desired.has_instances(db) else db.name
+
+
+def _workloads(
+    db: Database, children: dict[tuple[str, str], Manifest], seen: InstancesSeen | None
+) -> Workloads:
+    """The Deployments the status counts: the primary's and the read replicas'; with
+    spec.failover, the primary instance's and the others' (added up)."""
+    if not desired.has_instances(db):
+        return Workloads(
+            primary=children.get(("Deployment", db.name)),
+            replicas=children.get(("Deployment", desired.replicas_name(db))),
+        )
+    primary = (
+        (seen.current_primary or seen.target_primary) if seen else db.status.target_primary
+    ) or desired.instance_name(db, 1)
+    found = {name: children.get(("Deployment", name)) for name in desired.instance_names(db)}
+    return Workloads.of_instances(found, primary)

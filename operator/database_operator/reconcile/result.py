@@ -44,6 +44,10 @@ class Result:
     next_backup: datetime | None = None
     #: When its restore Job, whose pod waits to start, is stopped (None: none waits).
     job_deadline: datetime | None = None
+    #: spec.failover: seconds until its instances are looked at again (None: no instances).
+    look_again: float | None = None
+    #: spec.failover: a failover completed, in this many seconds from the primary's loss.
+    failed_over: float | None = None
 
     @property
     def status_written(self) -> bool:

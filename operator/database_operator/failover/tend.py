@@ -1,0 +1,208 @@
+"""One look at a Database's instances, and the steps `decide` asks for, carried out.
+
+Run by each reconcile of a Database with spec.failover (after its credentials, before its
+Deployments, so that the ConfigMap the pods read exists when they start). It reads the target
+primary from the ConfigMap ``<name>-instances`` (made here once, naming ``<name>-1``), lists the
+instances' pods, asks each live pod's engine what it is (probe.py), and then, in decide.py's
+order: names a new target, fences, promotes, labels. Each step is an Event. The reconcile looks
+again within `LOOK_EVERY_S`, or at once while a failover is under way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+
+from database_operator import desired
+from database_operator.api.models import GROUP, INSTANCE_LABEL, ROLE_LABEL, Database, Failover
+from database_operator.clock import Clock
+from database_operator.desired.common import TARGET_PRIMARY_KEY, engine_facts, object_meta
+from database_operator.events import EventSink
+from database_operator.failover import probe
+from database_operator.failover.decide import Memory, PodFacts, Seen, Target, decide, statuses
+from database_operator.kube import ApiError, KubeApi
+from database_operator.manifest import Manifest
+from database_operator.ownership import is_ours
+from database_operator.reasons import Problem, Reason
+from database_operator.status import InstancesSeen
+
+#: Seconds between two looks at the instances of a Database whose primary is well: how long a
+#: lost primary may go unseen, before spec.failover.delay starts to count.
+LOOK_EVERY_S = 2.0
+#: Seconds between two looks while a failover is under way.
+LOOK_SOON_S = 0.5
+#: A fenced pod's grace period: the engine's fast shutdown, or the kill of a frozen one.
+FENCE_GRACE_S = 3
+#: The ConfigMap's annotation: when its target primary was named.
+SINCE_ANNOTATION = f"{GROUP}/primary-since"
+
+
+@dataclass
+class Tended:
+    """What one look found and did."""
+
+    seen: InstancesSeen
+    #: Seconds until the next look.
+    look_again: float
+    #: A failover completed: seconds from the loss of the primary to the promotion.
+    failed_over: float | None = None
+    #: The ConfigMap is not the Database's own: nothing was done.
+    failure: Problem | None = None
+
+
+async def tend(
+    kube: KubeApi,
+    db: Database,
+    credentials: Manifest,
+    memory: Memory,
+    *,
+    events: EventSink,
+    clock: Clock,
+) -> Tended:
+    """Look at the instances of ``db`` and take the next steps (see the module docstring).
+    ``credentials``: the data of its credentials Secret (base64, as the API has it)."""
+    now = clock()
+    config = await _config(kube, db, now)
+    if config is None:
+        name = desired.instances_config_name(db)
+        return Tended(
+            InstancesSeen(None, None, []),
+            LOOK_EVERY_S,
+            failure=Problem(
+                Reason.CHILD_NAME_CONFLICT,
+                f"ConfigMap {name!r} exists and is not this Database's: rename or delete it",
+            ),
+        )
+    target = _target(db, config)
+    login = probe.Credentials(_decoded(credentials, "username"), _decoded(credentials, "password"))
+    seen = await _look(kube, db, login)
+    # After a restart of the operator: a primary served before if the status named one.
+    memory.confirmed = memory.confirmed or db.status.current_primary is not None
+    plan = decide(seen, target, memory, now, _failover(db))
+    failed_over = None
+
+    if plan.target is not None:
+        config = await _name_target(kube, db, plan.target, now)
+        target = _target(db, config)
+    for pod in plan.fence:
+        await _label(kube, db, pod, None)
+        await kube.delete("Pod", db.namespace, pod.name, pod.uid, grace_seconds=FENCE_GRACE_S)
+    for kind, reason, message in plan.events:
+        events(kind, reason, message)
+    if plan.promote is not None:
+        promoted = next(i for i in seen if i.name == plan.promote)
+        assert promoted.pod is not None and promoted.pod.address is not None
+        port = engine_facts(db).port
+        if await probe.promote(promoted.pod.address, port, login):
+            await _label(kube, db, promoted.pod, "primary")
+            plan.labels.pop(promoted.pod.name, None)
+            began, memory.loss_began = memory.loss_began, None
+            took = (clock() - (began or target.since)).total_seconds()
+            failed_over = took if began is not None else None
+            events(
+                "Normal",
+                "Promoted",
+                f"{promoted.name} is the primary, {took:.1f}s after "
+                + ("its predecessor was lost" if began else "it was named"),
+            )
+            seen = await _look(kube, db, login)
+            plan.labels = decide(seen, target, memory, now, _failover(db)).labels
+    pods = {pod.name: pod for instance in seen for pod in instance.pods}
+    for name, role in plan.labels.items():
+        if name in pods:
+            await _label(kube, db, pods[name], role)
+
+    confirmed = next((i.name for i in seen if i.primary and i.name == target.primary), None)
+    return Tended(
+        InstancesSeen(confirmed, target.primary, statuses(seen, memory)),
+        LOOK_SOON_S if plan.busy else LOOK_EVERY_S,
+        failed_over,
+    )
+
+
+def _failover(db: Database) -> Failover:
+    assert db.spec.failover is not None
+    return db.spec.failover
+
+
+def _decoded(data: Manifest, key: str) -> str:
+    return base64.b64decode(str(data.get(key) or "")).decode()
+
+
+def _target(db: Database, config: Manifest) -> Target:
+    data = config.get("data") or {}
+    since = (config["metadata"].get("annotations") or {}).get(SINCE_ANNOTATION)
+    created = str(config["metadata"].get("creationTimestamp"))
+    return Target(
+        primary=str(data.get(TARGET_PRIMARY_KEY) or desired.instance_name(db, 1)),
+        since=datetime.fromisoformat(since or created),
+    )
+
+
+async def _config(kube: KubeApi, db: Database, now: datetime) -> Manifest | None:
+    """The instances' ConfigMap, made (naming the first instance) if it does not exist; None
+    if one by its name is not the Database's own."""
+    name = desired.instances_config_name(db)
+    found = await kube.get("ConfigMap", db.namespace, name)
+    if found is None:
+        made = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": object_meta(db, name, desired.controlled_owner_references(db))
+            | {"annotations": {SINCE_ANNOTATION: now.isoformat()}},
+            "data": {TARGET_PRIMARY_KEY: desired.instance_name(db, 1)},
+        }
+        found = await kube.create(made, exist_ok=True) or await kube.get(
+            "ConfigMap", db.namespace, name
+        )
+    if found is None or not is_ours(found, db):
+        return None
+    return found
+
+
+async def _name_target(kube: KubeApi, db: Database, primary: str, now: datetime) -> Manifest:
+    """Name ``primary`` the target: from now on every instance that starts reads it."""
+    patch = {
+        "metadata": {"annotations": {SINCE_ANNOTATION: now.isoformat()}},
+        "data": {TARGET_PRIMARY_KEY: primary},
+    }
+    return await kube.merge_patch(
+        "ConfigMap", db.namespace, desired.instances_config_name(db), patch
+    )
+
+
+async def _look(kube: KubeApi, db: Database, login: probe.Credentials) -> list[Seen]:
+    """Every instance the spec asks for, and any other whose pods are found (an instance scaled
+    away may still run), with what its live pod's engine answers."""
+    selector = ",".join(
+        [f"{key}={value}" for key, value in desired.selector_labels(db).items()] + [INSTANCE_LABEL]
+    )
+    pods: dict[str, list[PodFacts]] = {name: [] for name in desired.instance_names(db)}
+    async for page in kube.list_pages("Pod", db.namespace, selector):
+        for pod in page:
+            facts = PodFacts.of(pod)
+            pods.setdefault(facts.instance, []).append(facts)
+    port = engine_facts(db).port
+    instances = [Seen(name, tuple(found)) for name, found in pods.items()]
+
+    async def asked(instance: Seen) -> Seen:
+        pod = instance.pod
+        if pod is None or pod.address is None:
+            return instance
+        engine = await probe.ask(pod.address, port, login)
+        return Seen(instance.name, instance.pods, engine)
+
+    return list(await asyncio.gather(*(asked(instance) for instance in instances)))
+
+
+async def _label(kube: KubeApi, db: Database, pod: PodFacts, role: str | None) -> None:
+    """Set (or remove) a pod's role label; the pod's uid in the patch makes it fail on a
+    namesake. A pod gone meanwhile needs no label."""
+    patch = {"metadata": {"uid": pod.uid, "labels": {ROLE_LABEL: role}}}
+    try:
+        await kube.merge_patch("Pod", db.namespace, pod.name, patch)
+    except ApiError as error:
+        if error.status not in (404, 409):
+            raise
