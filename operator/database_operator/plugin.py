@@ -38,7 +38,7 @@ from database_operator.api.backup import (
     BackupPhase,
     DatabaseBackup,
 )
-from database_operator.api.models import GROUP, KIND, VERSION, Database
+from database_operator.api.models import GROUP, KIND, SWITCHOVER_ANNOTATION, VERSION, Database
 from database_operator.backups.schedule import backup_for
 from database_operator.backups.state import BACKUP_HEALTHY
 from database_operator.engines import major_version
@@ -376,6 +376,37 @@ def _restore(session: Session, args: argparse.Namespace) -> int:
     return 0
 
 
+def switchover_request(to: str | None, now: datetime) -> str:
+    """The value of the switchover annotation: the instance (or ``any``), and the time that
+    makes the request new."""
+    return f"{to or 'any'} {now.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def _switchover(session: Session, args: argparse.Namespace) -> int:
+    db = Database.model_validate(session.get(KIND, args.name))
+    if db.spec.failover is None or not db.spec.failover.enabled:
+        raise PluginError(f"Database {args.name} has no spec.failover: it has no instances")
+    before = db.status.current_primary
+    request = switchover_request(args.to, datetime.now(UTC))
+    patch = {"metadata": {"annotations": {SWITCHOVER_ANNOTATION: request}}}
+    asyncio.run(session.kube.merge_patch(KIND, session.namespace, args.name, patch))
+    print(f"switchover asked: {request} (the primary was {before or 'none'})", flush=True)
+    if not args.wait:
+        return 0
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        status = Database.model_validate(session.get(KIND, args.name)).status
+        now = status.current_primary
+        if now and now != before and (args.to is None or now == args.to):
+            print(f"primary: {now}")
+            return 0
+        time.sleep(1)
+    raise PluginError(
+        f"the primary is still {before or 'none'} after {args.timeout:g}s: see the Events of "
+        f"Database {args.name} (SwitchoverImpossible says why)"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     # Accepted before and after the command; SUPPRESS keeps a command's parser from resetting
     # what was given before it.
@@ -401,7 +432,8 @@ def parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
         "  kubectl database backup orders -n shop --wait\n"
         "  kubectl database status orders -n shop\n"
-        "  kubectl database restore orders-copy --from orders-20250102-020000 -n shop --apply",
+        "  kubectl database restore orders-copy --from orders-20250102-020000 -n shop --apply\n"
+        "  kubectl database switchover orders --to orders-2 -n shop --wait",
     )
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -457,6 +489,27 @@ def parser() -> argparse.ArgumentParser:
     )
     restore.add_argument("--apply", action="store_true", help="create the Database")
     restore.set_defaults(func=_restore)
+
+    switchover = commands.add_parser(
+        "switchover",
+        parents=[common],
+        help="move a Database's primary to another instance (spec.failover)",
+        description="Ask the operator to make instance --to (default: the most advanced "
+        "replica) the primary of Database NAME: the old primary stops cleanly (every write it "
+        "acknowledged reaches the replicas), the new one is promoted, the old one follows it. "
+        "With --wait, wait until the Database's status names the new primary.",
+    )
+    switchover.add_argument("name", metavar="NAME", help="the Database")
+    switchover.add_argument("--to", metavar="INSTANCE", help="the instance, e.g. NAME-2")
+    switchover.add_argument("--wait", action="store_true", help="wait for the new primary")
+    switchover.add_argument(
+        "--timeout",
+        type=duration,
+        default=duration("1m"),
+        metavar="DURATION",
+        help="with --wait, give up after this long (default: 1m)",
+    )
+    switchover.set_defaults(func=_switchover)
     return root
 
 

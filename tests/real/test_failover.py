@@ -168,9 +168,91 @@ def instances_settled(cluster: Cluster, namespace: str, name: str) -> dict[str, 
     return None
 
 
-def test_a_frozen_primary_is_replaced_by_the_most_advanced_replica_within_budget(
+@dataclass
+class Act:
+    """What one loss (or switchover) of the primary measured."""
+
+    what: str
+    old: str
+    new: str
+    #: Seconds from the act's start to the new primary in the status, and to writes resuming.
+    promoted: float
+    resumed: float
+    #: Seconds from the act's start to the old primary back as a ready replica (None: not
+    #: waited for: it stayed the primary).
+    rejoined: float | None
+
+    def __str__(self) -> str:
+        back = (
+            ""
+            if self.rejoined is None
+            else f", {self.old} back as a replica after {self.rejoined:.1f}s"
+        )
+        return (
+            f"{self.what}: {self.old} -> {self.new}: primary in the status after "
+            f"{self.promoted:.1f}s, writes resumed after {self.resumed:.1f}s{back}"
+        )
+
+
+def primary_pod(cluster: Cluster, namespace: str, name: str, instance: str) -> Any:
+    (pod,) = [
+        p
+        for p in pods_of(cluster, namespace, name)
+        if p.metadata.labels.get(INSTANCE_LABEL) == instance and not p.metadata.deletion_timestamp
+    ]
+    return pod
+
+
+def lose_primary(
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    writes: Writes,
+    *,
+    what: str,
+    lose: Any,
+    may_stay: bool = False,
+) -> Act:
+    """Lose the current primary by ``lose(old_instance)``; wait for writes to resume and for a
+    primary in the status, then for the old one to be back as a replica. ``may_stay``: the old
+    instance may come back as the primary before the failover's delay (a deleted pod's
+    replacement starts at once on its volume), which is no failure."""
+    old = cluster.get_db(namespace, name)["status"]["currentPrimary"]
+    began = time.time()
+    lose(old)
+    wait_for(
+        lambda: writes.resumed_after(began) is not None,
+        timeout=90,
+        interval=0.5,
+        what=f"writes to resume after {what}",
+    )
+    resumed = writes.resumed_after(began)
+    assert resumed is not None
+    promoted = wait_for(
+        lambda: _new_primary(cluster, namespace, name, None if may_stay else old),
+        timeout=60,
+        interval=0.5,
+        what=f"a primary in the status after {what}",
+    )
+    promoted_after = time.time() - began
+    new = promoted["status"]["currentPrimary"]
+    if new == old:
+        return Act(what, old, new, promoted_after, resumed, None)
+    wait_for(
+        lambda: _rejoined(cluster, namespace, name, old),
+        timeout=REJOINS_S + 60,
+        interval=1,
+        what=f"{old} back as a replica",
+    )
+    return Act(what, old, new, promoted_after, resumed, time.time() - began)
+
+
+def test_the_primary_lost_or_moved_writes_resume_within_budget_and_nothing_acknowledged_is_lost(
     real_cluster: Cluster, user_namespace: str, images: dict[str, str], real_node: RealCluster
 ) -> None:
+    """Three acts on one Database of three instances, a client writing throughout: its
+    primary's container frozen (a failover: the most advanced replica is promoted), a
+    switchover back with `kubectl database switchover --wait`, its primary's pod deleted."""
     ns, name = user_namespace, "orders"
     body = on_local_images(
         {
@@ -195,72 +277,82 @@ def test_a_frozen_primary_is_replaced_by_the_most_advanced_replica_within_budget
         )
     except AssertionError as error:
         raise AssertionError(f"{error}\n{describe(real_cluster, ns, name)}") from None
-    old = settled["status"]["currentPrimary"]
-    assert old == f"{name}-1"
+    assert settled["status"]["currentPrimary"] == f"{name}-1"
+    acts: list[Act] = []
+
+    def freeze(instance: str) -> None:
+        # Every process of the engine's container stopped: the pod runs, the server answers
+        # nothing (a node that stopped serving it, as seen from the network).
+        pod = primary_pod(real_cluster, ns, name, instance)
+        engine = next(s for s in pod.status.container_statuses if s.name == "postgres")
+        container = engine.container_id.split("//")[1]
+        real_node.ctr("tasks", "kill", "--all", "--signal", "SIGSTOP", container)
+
+    def switch_back(instance: str) -> None:
+        del instance
+        done = subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "kubectl-database"), "switchover", name,
+             "--to", f"{name}-1", "-n", ns, "--wait", "--timeout", "60s",
+             "--kubeconfig", str(real_cluster.kubeconfig)],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"primary: {name}-1" in done.stdout
+
+    def delete(instance: str) -> None:
+        pod = primary_pod(real_cluster, ns, name, instance)
+        real_cluster.core.delete_namespaced_pod(pod.metadata.name, ns)
+
     with client_pod(real_cluster, ns, images["postgresql"], f"{name}-connection") as app:
         app.psql("CREATE TABLE writes (id int PRIMARY KEY)")
-        with sampling(real_cluster, ns, name) as sampler, writing(app, 120) as writes:
+        with sampling(real_cluster, ns, name) as sampler, writing(app, 600) as writes:
             wait_for(lambda: len(writes.acknowledged) >= 10, timeout=30, what="writes flowing")
-            (pod,) = [
-                p
-                for p in pods_of(real_cluster, ns, name)
-                if p.metadata.labels.get(INSTANCE_LABEL) == old
-            ]
-            engine = next(s for s in pod.status.container_statuses if s.name == "postgres")
-            # Every process of the engine's container stopped: the pod runs, the server
-            # answers nothing (a node that stopped serving it, seen from the network).
-            frozen_at = time.time()
-            real_node.ctr(
-                "tasks", "kill", "--all", "--signal", "SIGSTOP", engine.container_id.split("//")[1]
+            acts.append(
+                lose_primary(real_cluster, ns, name, writes, what="primary frozen", lose=freeze)
             )
-
-            promoted = wait_for(
-                lambda: _new_primary(real_cluster, ns, name, old),
-                timeout=60,
-                interval=0.5,
-                what="a replica promoted",
+            clean_from = max(number for _, number, _ in writes.lines)
+            acts.append(
+                lose_primary(real_cluster, ns, name, writes, what="switchover", lose=switch_back)
             )
-            wait_for(
-                lambda: writes.resumed_after(frozen_at) is not None,
-                timeout=60,
-                interval=0.5,
-                what="writes to resume",
+            acts.append(
+                lose_primary(
+                    real_cluster, ns, name, writes, what="pod deleted", lose=delete, may_stay=True
+                )
             )
-            resumed = writes.resumed_after(frozen_at)
-            assert resumed is not None
-            rejoined = wait_for(
-                lambda: _rejoined(real_cluster, ns, name, old),
-                timeout=REJOINS_S + 30,
-                interval=1,
-                what=f"{old} back as a replica",
-            )
-            rejoined_after = time.time() - frozen_at
             time.sleep(2)
-        new = promoted["status"]["currentPrimary"]
         rows = {int(n) for n in until_answers(lambda: app.psql("SELECT id FROM writes")).split()}
     lost = writes.acknowledged - rows
     events = real_cluster.kubectl(
         "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}",
-        "-o", "custom-columns=REASON:.reason,MESSAGE:.message", check=False,
+        "--sort-by=.lastTimestamp", "-o", "custom-columns=REASON:.reason,MESSAGE:.message",
+        check=False,
     )  # fmt: skip
     print(
-        f"\nfailover: primary {old} frozen; {new} promoted; writes resumed after {resumed:.1f}s; "
-        f"{old} back as a replica after {rejoined_after:.1f}s; {len(writes.acknowledged)} "
-        f"writes acknowledged, {len(lost)} lost; at most {sampler.most} primary at once in "
-        f"{sampler.samples} samples\n{events}"
+        "\n" + "\n".join(str(act) for act in acts) + f"\n{len(writes.acknowledged)} writes "
+        f"acknowledged, {len(lost)} lost {sorted(lost)}; at most {sampler.most} primary at once "
+        f"in {sampler.samples} samples\n{events}"
     )
-    assert new != old
-    assert resumed <= WRITES_RESUME_S, resumed
-    assert rejoined_after <= REJOINS_S, rejoined_after
+    frozen, switched, deleted = acts
+    # The failover: the most advanced replica (both are close; either may be), within budget.
+    assert frozen.new != frozen.old
+    assert "FailoverStarted" in events and "Promoted" in events and "SwitchoverStarted" in events
+    for act in acts:
+        assert act.resumed <= WRITES_RESUME_S, act
+        assert act.rejoined is None or act.rejoined <= REJOINS_S + WRITES_RESUME_S, act
+    assert frozen.rejoined is not None and switched.rejoined is not None
+    assert switched.new == f"{name}-1"
     assert sampler.most == 1
-    assert "FailoverStarted" in events and "Promoted" in events
-    assert rejoined is not None
     # Asynchronous replication: a write acknowledged just before the freeze may not have
-    # reached a replica. Say how many; spec.synchronous (to come) is the zero-loss mode.
+    # reached the replica promoted (the note says how many). A clean stop loses none.
     assert len(lost) <= 5, sorted(lost)
+    assert not {number for number in lost if number > clean_from}, sorted(lost)
+    assert deleted.old == f"{name}-1"
 
 
-def _new_primary(cluster: Cluster, namespace: str, name: str, old: str) -> dict[str, Any] | None:
+def _new_primary(
+    cluster: Cluster, namespace: str, name: str, old: str | None
+) -> dict[str, Any] | None:
+    """The Database once its status names a primary other than ``old`` (None: any)."""
     db = cluster.get_db(namespace, name)
     current = (db.get("status") or {}).get("currentPrimary")
     return db if current and current != old else None

@@ -626,3 +626,69 @@ def test_pod_facts_of_a_pod_just_created_has_no_address_role_or_readiness() -> N
 
     assert (facts.role, facts.address, facts.running, facts.ready) == (None, None, False, False)
     assert not facts.live
+
+
+# --- switchover on request --------------------------------------------------------------------
+
+
+def well() -> list[Seen]:
+    return [
+        seen("shop-1", primary(5000)),
+        seen("shop-2", standby(4000)),
+        seen("shop-3", standby(4900)),
+    ]
+
+
+def test_a_switchover_to_any_names_the_most_advanced_standby_and_is_answered() -> None:
+    plan = decide(well(), target(), confirmed(), NOW, FAILOVER, switchover="any")
+
+    assert plan.target == "shop-3"
+    assert plan.answered
+    assert reasons(plan.events) == ["SwitchoverStarted"]
+    # The old primary is fenced at the next look, against the new target: nothing more now.
+    assert plan.fence == [] and plan.promote is None
+
+
+def test_a_switchover_to_a_named_standby_names_it() -> None:
+    plan = decide(well(), target(), confirmed(), NOW, FAILOVER, switchover="shop-2")
+
+    assert plan.target == "shop-2" and plan.answered
+
+
+def test_after_a_switchover_is_named_the_old_primary_is_fenced_before_the_promotion() -> None:
+    """The next look: the target is the standby, the old primary still answers as one."""
+    named = target("shop-3", since=NOW - timedelta(seconds=1))
+
+    plan = decide(well(), named, confirmed(5000), NOW, FAILOVER)
+
+    assert [pod.instance for pod in plan.fence] == ["shop-1"]
+    assert plan.promote is None and plan.busy
+
+
+def test_a_switchover_that_cannot_be_done_is_answered_with_the_reason() -> None:
+    for wanted, why in (
+        ("shop-1", "shop-1 is the primary already"),
+        ("shop-9", "there is no instance shop-9"),
+    ):
+        plan = decide(well(), target(), confirmed(), NOW, FAILOVER, switchover=wanted)
+
+        assert plan.target is None and plan.answered
+        assert reasons(plan.events) == ["SwitchoverImpossible"]
+        assert why in plan.events[0][2]
+
+
+def test_a_switchover_to_a_standby_beyond_max_lag_is_refused() -> None:
+    lagging = [seen("shop-1", primary(100 * MIB)), seen("shop-2", standby(10 * MIB))]
+
+    plan = decide(lagging, target(), confirmed(), NOW, FAILOVER, switchover="shop-2")
+
+    assert plan.target is None and plan.answered
+    assert "maxLag" in plan.events[0][2]
+
+
+def test_a_switchover_waits_while_the_primary_is_lost() -> None:
+    lost = [seen("shop-1", None), seen("shop-2", standby())]
+
+    plan = decide(lost, target(), confirmed(), NOW, FAILOVER, switchover="shop-2")
+
+    assert not plan.answered and plan.target is None

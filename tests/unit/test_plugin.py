@@ -22,6 +22,7 @@ from database_operator.plugin import (
     render,
     restore_manifest,
     summarize,
+    switchover_request,
 )
 
 T0 = "2025-01-02T02:00:09Z"
@@ -284,3 +285,17 @@ def test_only_a_completed_backup_is_restored(phase: str | None) -> None:
     unfinished = backup("orders-1", T0, **({"phase": phase} if phase else {}))
     with pytest.raises(PluginError, match="not Completed: there is nothing to restore"):
         restore_manifest(unfinished, "copy", "10Gi")
+
+
+def test_switchover_takes_an_instance_or_none_and_waits_a_minute_by_default() -> None:
+    args = parser().parse_args(["switchover", "orders", "--to", "orders-2"])
+    assert (args.name, args.to, args.wait, args.timeout) == ("orders", "orders-2", False, 60.0)
+    assert parser().parse_args(["switchover", "orders"]).to is None
+
+
+def test_a_switchover_request_names_the_instance_and_is_new_each_time() -> None:
+    first = switchover_request("orders-2", datetime(2026, 12, 7, 12, 0, 0, tzinfo=UTC))
+    again = switchover_request("orders-2", datetime(2026, 12, 7, 12, 0, 1, tzinfo=UTC))
+    assert first == "orders-2 2026-12-07T12:00:00Z"
+    assert first != again
+    assert switchover_request(None, datetime(2026, 12, 7, tzinfo=UTC)).split()[0] == "any"

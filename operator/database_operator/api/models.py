@@ -45,6 +45,10 @@ ROLE_LABEL = f"{GROUP}/role"
 #: (``<name>-<n>``): the instance's Deployment selects its pods by it. Its role label is set by
 #: the operator, on the pod, once the engine has confirmed the role.
 INSTANCE_LABEL = f"{GROUP}/instance"
+#: The annotation on a Database (spec.failover) that asks for a switchover: ``<instance>`` or
+#: ``any`` (the most advanced standby), then, after a space, anything that makes the request
+#: new (``kubectl database switchover`` writes the time). Each value is answered once.
+SWITCHOVER_ANNOTATION = f"{GROUP}/switchover"
 #: The label on a Database (and the operator copies it to its children) that assigns it to a
 #: shard: an operator started with --shard=NAME reconciles only the Databases labelled NAME.
 SHARD_LABEL = f"{GROUP}/shard"

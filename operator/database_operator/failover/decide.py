@@ -32,6 +32,8 @@ from database_operator.api.models import (
 )
 from database_operator.failover.probe import EngineState
 
+#: A switchover to whichever standby is most advanced.
+ANY = "any"
 #: A Kubernetes Event: type, reason, message.
 Event = tuple[str, str, str]
 
@@ -136,12 +138,22 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     #: A failover is under way: look again soon.
     busy: bool = False
+    #: The switchover asked for was answered (done or refused).
+    answered: bool = False
 
 
 def decide(
-    seen: list[Seen], target: Target, memory: Memory, now: datetime, failover: Failover
+    seen: list[Seen],
+    target: Target,
+    memory: Memory,
+    now: datetime,
+    failover: Failover,
+    *,
+    switchover: str | None = None,
 ) -> Plan:
-    """The next steps for these instances (and ``memory`` brought up to date)."""
+    """The next steps for these instances (and ``memory`` brought up to date). ``switchover``:
+    an instance asked to become the primary (``any``: the most advanced standby), not yet
+    answered; it is, once the primary is well and no promotion is pending."""
     plan = Plan()
     by_name = {instance.name: instance for instance in seen}
     current = by_name.get(target.primary)
@@ -152,6 +164,10 @@ def decide(
         # Its own position: after a failover the old primary's is no measure (its WAL beyond
         # the promotion point is gone with its timeline).
         memory.primary_position = _position(current)
+        if switchover is not None:
+            _switch_over(seen, target, memory, failover, plan, wanted=switchover)
+            if plan.target is not None:
+                return plan  # the old primary is fenced (a clean stop) at the next look
     elif current is None or current.pod is None or current.engine is None:
         if memory.confirmed:  # else it is starting for the first time: nothing is lost yet
             memory.lost_since = memory.lost_since or now
@@ -228,6 +244,48 @@ def _fail_over(
             for pod in instance.pods:
                 if pod.role is not None:
                     plan.labels[pod.name] = None
+
+
+def _switch_over(
+    seen: list[Seen],
+    target: Target,
+    memory: Memory,
+    failover: Failover,
+    plan: Plan,
+    *,
+    wanted: str,
+) -> None:
+    """A switchover asked for: name ``wanted`` (or, for ``any``, the most advanced standby) if
+    it is a standby within maxLag of the primary; say why not otherwise. Answered either way."""
+    plan.answered = True
+    standbys = [
+        instance
+        for instance in seen
+        if instance.name != target.primary and instance.standby and wanted in (ANY, instance.name)
+    ]
+    close = [i for i in standbys if memory.primary_position - _position(i) <= failover.max_lag]
+    if not close:
+        if wanted == target.primary:
+            why = f"{wanted} is the primary already"
+        elif wanted != ANY and wanted not in {instance.name for instance in seen}:
+            why = f"there is no instance {wanted}"
+        elif standbys:
+            why = f"{', '.join(i.name for i in standbys)} lag(s) more than spec.failover.maxLag"
+        else:
+            why = f"{'no instance' if wanted == ANY else wanted} answers as a standby"
+        plan.events.append(("Warning", "SwitchoverImpossible", f"switchover not done: {why}"))
+        return
+    chosen = min(close, key=lambda instance: (-_position(instance), instance.name))
+    plan.target = chosen.name
+    lag = max(0, memory.primary_position - _position(chosen))
+    plan.events.append(
+        (
+            "Normal",
+            "SwitchoverStarted",
+            f"switching the primary from {target.primary} to {chosen.name} ({lag} bytes "
+            "behind): the old primary stops cleanly, then the new one is promoted",
+        )
+    )
 
 
 def _suspects(seen: list[Seen], target: Target, *, pending: bool) -> list[PodFacts]:

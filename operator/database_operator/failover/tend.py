@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from database_operator import desired
-from database_operator.api.models import GROUP, INSTANCE_LABEL, ROLE_LABEL, Database, Failover
+from database_operator.api.models import (
+    GROUP,
+    INSTANCE_LABEL,
+    ROLE_LABEL,
+    SWITCHOVER_ANNOTATION,
+    Database,
+    Failover,
+)
 from database_operator.clock import Clock
 from database_operator.desired.common import TARGET_PRIMARY_KEY, engine_facts, object_meta
 from database_operator.events import EventSink
@@ -37,6 +44,9 @@ LOOK_SOON_S = 0.5
 FENCE_GRACE_S = 3
 #: The ConfigMap's annotation: when its target primary was named.
 SINCE_ANNOTATION = f"{GROUP}/primary-since"
+#: The ConfigMap's annotation: the last switchover request (the Database's annotation's value)
+#: answered, so that each is answered once.
+ANSWERED_ANNOTATION = f"{GROUP}/switchover-answered"
 
 
 @dataclass
@@ -80,11 +90,14 @@ async def tend(
     seen = await _look(kube, db, login)
     # After a restart of the operator: a primary served before if the status named one.
     memory.confirmed = memory.confirmed or db.status.current_primary is not None
-    plan = decide(seen, target, memory, now, _failover(db))
+    request = _switchover(db, config)
+    wanted = request.split()[0] if request else None
+    plan = decide(seen, target, memory, now, _failover(db), switchover=wanted)
     failed_over = None
 
-    if plan.target is not None:
-        config = await _name_target(kube, db, plan.target, now)
+    if plan.target is not None or plan.answered:
+        answered = request if plan.answered else None
+        config = await _name_target(kube, db, plan.target, now, answered)
         target = _target(db, config)
     for pod in plan.fence:
         await _label(kube, db, pod, None)
@@ -108,7 +121,7 @@ async def tend(
                 + ("its predecessor was lost" if began else "it was named"),
             )
             seen = await _look(kube, db, login)
-            plan.labels = decide(seen, target, memory, now, _failover(db)).labels
+            plan.labels = decide(seen, target, memory, clock(), _failover(db)).labels
     pods = {pod.name: pod for instance in seen for pod in instance.pods}
     for name, role in plan.labels.items():
         if name in pods:
@@ -162,12 +175,23 @@ async def _config(kube: KubeApi, db: Database, now: datetime) -> Manifest | None
     return found
 
 
-async def _name_target(kube: KubeApi, db: Database, primary: str, now: datetime) -> Manifest:
-    """Name ``primary`` the target: from now on every instance that starts reads it."""
-    patch = {
-        "metadata": {"annotations": {SINCE_ANNOTATION: now.isoformat()}},
-        "data": {TARGET_PRIMARY_KEY: primary},
-    }
+def _switchover(db: Database, config: Manifest) -> str | None:
+    """The Database's switchover request, if it is not answered yet."""
+    asked = (db.metadata.get("annotations") or {}).get(SWITCHOVER_ANNOTATION, "").strip()
+    answered = (config["metadata"].get("annotations") or {}).get(ANSWERED_ANNOTATION)
+    return asked if asked and asked != answered else None
+
+
+async def _name_target(
+    kube: KubeApi, db: Database, primary: str | None, now: datetime, answered: str | None
+) -> Manifest:
+    """Name ``primary`` the target: from now on every instance that starts reads it. And/or
+    note the switchover request ``answered``."""
+    annotations = {ANSWERED_ANNOTATION: answered} if answered else {}
+    patch: Manifest = {"metadata": {"annotations": annotations}}
+    if primary is not None:
+        annotations[SINCE_ANNOTATION] = now.isoformat()
+        patch["data"] = {TARGET_PRIMARY_KEY: primary}
     return await kube.merge_patch(
         "ConfigMap", db.namespace, desired.instances_config_name(db), patch
     )
@@ -204,5 +228,5 @@ async def _label(kube: KubeApi, db: Database, pod: PodFacts, role: str | None) -
     try:
         await kube.merge_patch("Pod", db.namespace, pod.name, patch)
     except ApiError as error:
-        if error.status not in (404, 409):
+        if error.status not in (404, 409, 422):
             raise
