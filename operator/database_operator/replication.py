@@ -132,6 +132,19 @@ exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVE
 """
 
 
+# A Redis instance of a Database with spec.failover: the target primary runs as a master on its
+# data; any other as a read-only replica of the primary's Service (a full resync replaces what
+# a former master had that its successor has not). The arguments are the server's, as the
+# kubelet expanded them.
+REDIS_INSTANCE = """\
+set -eu
+if [ "$TARGET_PRIMARY" != "$INSTANCE_NAME" ]; then
+  set -- "$@" --replicaof "$PRIMARY_HOST" "$PRIMARY_PORT" --replica-read-only yes
+fi
+exec docker-entrypoint.sh redis-server "$@"
+"""
+
+
 def primary(engine: Engine, *, port: int, data_dir: str, settings: list[str]) -> Recipe:
     """The primary (or single instance) of ``engine``, listening on ``port``."""
     if engine is Engine.POSTGRES:
@@ -188,12 +201,23 @@ def instance(
     *,
     name: str,
     port: int,
+    data_dir: str,
     primary_host: str,
     primary_port: int,
     settings: list[str],
 ) -> Recipe:
     """Instance ``name`` of ``engine`` under spec.failover: the primary or a standby, as
     TARGET_PRIMARY (from the environment) says at each start."""
+    if engine is Engine.REDIS:
+        return Recipe(
+            command=["sh", "-c", REDIS_INSTANCE, name, *_redis_base(port, data_dir), *settings],
+            args=[],
+            env={
+                "INSTANCE_NAME": name,
+                "PRIMARY_HOST": primary_host,
+                "PRIMARY_PORT": str(primary_port),
+            },
+        )
     if engine is not Engine.POSTGRES:
         raise ValueError(f"{engine} has no failover the operator sets up")
     return Recipe(

@@ -21,10 +21,10 @@ def test_failover_is_refused_for_an_engine_it_does_not_serve(
     cluster: Cluster, namespace: str
 ) -> None:
     code, message = rejection(
-        lambda: cluster.create_db(namespace, "cache", {"engine": "redis", **FAILOVER})
+        lambda: cluster.create_db(namespace, "shop", {"engine": "mysql", **FAILOVER})
     )
     assert code == 422
-    assert "spec.failover" in message and "postgres only" in message
+    assert "spec.failover is available for postgres, redis only" in message
 
 
 def test_failover_is_set_at_creation_and_kept(cluster: Cluster, namespace: str) -> None:

@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -330,11 +331,19 @@ def get(port: int, password: str, key: str) -> str | None:
 
 
 def start(
-    argv: list[str], env: dict[str, str], log: Path, user: str | None
+    argv: list[str], env: dict[str, str], log: Path, user: str | None, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
+    """A server started in the background (in ``cwd``: an entry point run as root gives what
+    its working directory holds to the engine's user)."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, user=user
+            argv,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            user=user,
+            cwd=cwd,
         )
 
 
@@ -374,6 +383,7 @@ def test_postgres_instances_fail_over_and_the_old_primary_rewinds_to_a_standby( 
             Engine.POSTGRES,
             name=name,
             port=ports[name],
+            data_dir="unused",
             primary_host="127.0.0.1",
             primary_port=primary_port,
             settings=local,
@@ -381,15 +391,24 @@ def test_postgres_instances_fail_over_and_the_old_primary_rewinds_to_a_standby( 
         data = owned(tmp_shared / name, user) / "pgdata"
         return env | recipe.env | {"PATH": path, "PGDATA": str(data), "TARGET_PRIMARY": target}
 
-    def argv(name: str) -> list[str]:
-        recipe = replication.instance(
-            Engine.POSTGRES, name=name, port=0, primary_host="", primary_port=0, settings=local
+    def argv_recipe(name: str) -> replication.Recipe:
+        return replication.instance(
+            Engine.POSTGRES,
+            name=name,
+            port=0,
+            data_dir="unused",
+            primary_host="",
+            primary_port=0,
+            settings=local,
         )
-        assert recipe.command is not None
-        return recipe.command
+
+    def argv(name: str) -> list[str]:
+        command = argv_recipe(name).command
+        assert command is not None
+        return command
 
     def ask(name: str) -> probe.EngineState | None:
-        return asyncio.run(probe.ask("127.0.0.1", ports[name], login))
+        return asyncio.run(probe.ask(Engine.POSTGRES, "127.0.0.1", ports[name], login))
 
     def rows(name: str) -> str | None:
         return answers(
@@ -404,9 +423,7 @@ def test_postgres_instances_fail_over_and_the_old_primary_rewinds_to_a_standby( 
             wait_for(lambda: ask("shop-1") or None, timeout=60, what="the first instance")
             state = ask("shop-1")
             assert state is not None and not state.standby
-            post_start = replication.instance(
-                Engine.POSTGRES, name="shop-1", port=0, primary_host="", primary_port=0, settings=[]
-            ).post_start
+            post_start = argv_recipe("shop-1").post_start
             assert post_start is not None
             subprocess.run(post_start, env=first_env, check=True, user=user, timeout=60)
             psql(
@@ -449,7 +466,7 @@ def test_postgres_instances_fail_over_and_the_old_primary_rewinds_to_a_standby( 
             # The primary crashes; the standby is promoted; the Service follows it.
             stop(first, signal.SIGKILL)
             primary_service.route(None)
-            assert asyncio.run(probe.promote("127.0.0.1", ports["shop-2"], login))
+            assert asyncio.run(probe.promote(Engine.POSTGRES, "127.0.0.1", ports["shop-2"], login))
             state = ask("shop-2")
             assert state is not None and not state.standby
             primary_service.route(ports["shop-2"])
@@ -489,3 +506,87 @@ def test_postgres_instances_fail_over_and_the_old_primary_rewinds_to_a_standby( 
             stop(first)
             if second is not None:
                 stop(second)
+
+
+def test_redis_instances_fail_over_and_a_replica_of_a_frozen_master_follows_the_new_one(
+    tmp_shared: Path,
+) -> None:
+    """The Redis instance recipe around a Service: shop-1 the master, shop-2 and shop-3 its
+    replicas; shop-1 frozen (SIGSTOP: its links stay up, as a node that stopped answering
+    leaves them), shop-2 promoted (probe.promote), the Service moved, shop-3 told to follow
+    again (probe.follow_again) — it has the new master's writes long before its 60 s
+    replication timeout; shop-1 started again with the new target is a replica with them too."""
+    db = make_db("redis", failover={"enabled": True})
+    env = container_env(db, generated_credentials(db))
+    password = env["REDIS_PASSWORD"]
+    login = probe.Credentials("", password)
+    entrypoint = Path(__file__).parents[2] / "hack" / "images" / "redis"
+    path = f"{entrypoint}:{os.environ['PATH']}"
+    names = ("shop-1", "shop-2", "shop-3")
+    ports = {name: free_port() for name in names}
+    user = run_as("redis")
+
+    def ask(name: str) -> probe.EngineState | None:
+        return asyncio.run(probe.ask(Engine.REDIS, "127.0.0.1", ports[name], login))
+
+    def holds(name: str, key: str, value: str) -> bool:
+        return get(ports[name], password, key) == value
+
+    def launch(name: str, target: str, service_port: int) -> subprocess.Popen[bytes]:
+        data = owned(tmp_shared / name, user)
+        recipe = replication.instance(
+            Engine.REDIS,
+            name=name,
+            port=ports[name],
+            data_dir=str(data),
+            primary_host="127.0.0.1",
+            primary_port=service_port,
+            settings=["--bind", "127.0.0.1", "--save", ""],
+        )
+        assert recipe.command is not None
+        assert password not in " ".join(recipe.command), "a reference, not the value"
+        container = env | recipe.env | {"PATH": path, "TARGET_PRIMARY": target}
+        argv = [replication.expand(arg, container) for arg in recipe.command]
+        return start(argv, container, tmp_shared / f"{name}.log", None, cwd=data)
+
+    with service(ports["shop-1"]) as primary_service:
+        running_now = {name: launch(name, "shop-1", primary_service.port) for name in names}
+        try:
+            wait_for(lambda: ping(ports["shop-1"], password), what="the master")
+            redis_cli(ports["shop-1"], password, "SET", "order:1", "one")
+            for name in ("shop-2", "shop-3"):
+                wait_for(partial(holds, name, "order:1", "one"), timeout=30, what=f"{name} synced")
+            state = ask("shop-3")
+            assert state is not None and state.standby and state.streaming
+
+            running_now["shop-1"].send_signal(signal.SIGSTOP)
+            primary_service.route(None)
+            assert asyncio.run(probe.promote(Engine.REDIS, "127.0.0.1", ports["shop-2"], login))
+            primary_service.route(ports["shop-2"])
+            asyncio.run(probe.follow_again(Engine.REDIS, "127.0.0.1", ports["shop-3"], login))
+            redis_cli(ports["shop-2"], password, "SET", "order:2", "two")
+            wait_for(
+                lambda: get(ports["shop-3"], password, "order:2") == "two",
+                timeout=15,
+                what="shop-3 to follow the new master",
+            )
+            promoted = ask("shop-2")
+            assert promoted is not None and not promoted.standby
+
+            running_now["shop-1"].send_signal(signal.SIGKILL)
+            running_now["shop-1"].wait()
+            running_now["shop-1"] = launch("shop-1", "shop-2", primary_service.port)
+            wait_for(
+                lambda: get(ports["shop-1"], password, "order:2") == "two",
+                timeout=30,
+                what="the old master to follow",
+            )
+            rejoined = ask("shop-1")
+            assert rejoined is not None and rejoined.standby
+            assert redis_cli(ports["shop-1"], password, "SET", "order:3", "no").startswith(
+                "READONLY"
+            )
+        finally:
+            for proc in running_now.values():
+                proc.send_signal(signal.SIGCONT)
+                stop(proc, signal.SIGTERM)

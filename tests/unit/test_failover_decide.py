@@ -14,6 +14,7 @@ from database_operator.api.models import (
     Failover,
     InstanceRole,
 )
+from database_operator.failover.answers import EngineState
 from database_operator.failover.decide import (
     Memory,
     PodFacts,
@@ -22,7 +23,6 @@ from database_operator.failover.decide import (
     decide,
     statuses,
 )
-from database_operator.failover.probe import EngineState
 
 NOW = datetime(2026, 12, 7, 10, 0, 0, tzinfo=UTC)
 #: When the ConfigMap named the current target (well before NOW unless a test says otherwise).

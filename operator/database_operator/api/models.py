@@ -210,7 +210,7 @@ class Monitoring(_Model):
 
 
 #: Engines whose instances the operator fails over (spec.failover).
-FAILOVER_ENGINES = (Engine.POSTGRES,)
+FAILOVER_ENGINES = (Engine.POSTGRES, Engine.REDIS)
 
 
 class Failover(_Model):
@@ -221,7 +221,7 @@ class Failover(_Model):
         default=False,
         description="Run the Database as instances <name>-1 .. <name>-<replicas>, each with its "
         "own Deployment and (with spec.storage) its own volume, and promote a replica when the "
-        "primary's pod or engine is lost. PostgreSQL only, for now. Set at creation: a "
+        "primary's pod or engine is lost. PostgreSQL and Redis. Set at creation: a "
         "Database made without it keeps its primary and read replicas Deployments.",
         json_schema_extra={
             "x-kubernetes-validations": [
@@ -243,9 +243,9 @@ class Failover(_Model):
     max_lag: int = Field(
         default=16 * 1024 * 1024,
         ge=0,
-        description="Bytes of WAL a replica may lack, against the last position the primary "
-        "was seen at, and still be promoted: a replica further behind is never promoted (writes "
-        "wait for the primary instead).",
+        description="Bytes a replica may lack (PostgreSQL: of WAL; Redis: of its replication "
+        "offset), against the last position the primary was seen at, and still be promoted: a "
+        "replica further behind is never promoted (writes wait for the primary instead).",
     )
 
 

@@ -108,6 +108,7 @@ def recipe(db: Database, role: str, instance: str | None = None) -> replication.
             db.spec.engine,
             name=instance,
             port=facts.port,
+            data_dir=facts.data_path,
             primary_host=host(db),
             primary_port=resolved_port(db),
             settings=settings(db),

@@ -30,7 +30,7 @@ from database_operator.api.models import (
     InstanceRole,
     InstanceStatus,
 )
-from database_operator.failover.probe import EngineState
+from database_operator.failover.answers import EngineState
 
 #: A switchover to whichever standby is most advanced.
 ANY = "any"

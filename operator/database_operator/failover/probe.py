@@ -3,110 +3,36 @@
 No agent runs in the database pods and the operator holds no ``pods/exec``: it speaks the
 engine's own protocol to the pod's IP with the credentials it already reads (the Database's
 Secret), as any client does (docs/architecture.md, "Instances and failover"). A probe that gets
-no answer within its timeout says so; it never raises for the engine's sake.
+no answer within its timeout says so; it never raises for the engine's sake. Each engine's
+words are in its own module (postgres.py, redis.py); this one picks by engine.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from database_operator.engines import Engine
+from database_operator.failover import postgres, redis
+from database_operator.failover.answers import Credentials, EngineState
 
-import asyncpg
-
-#: Seconds a probe waits for an engine, to connect and to answer.
-PROBE_TIMEOUT_S = 2.0
-
-# The role and the WAL position in one round trip: a standby's position is what it has received
-# (what a promotion keeps), else what it has replayed; a primary's is its current insert point.
-ROLE_QUERY = """
-SELECT pg_is_in_recovery() AS standby,
-       (CASE WHEN pg_is_in_recovery()
-             THEN coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())
-             ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint AS position,
-       (SELECT timeline_id FROM pg_control_checkpoint()) AS timeline,
-       EXISTS (SELECT FROM pg_stat_wal_receiver WHERE status = 'streaming') AS streaming
-"""
+__all__ = ["Credentials", "EngineState", "ask", "follow_again", "promote"]
 
 
-@dataclass(frozen=True)
-class EngineState:
-    """What an engine answered."""
-
-    standby: bool
-    #: Its WAL position in bytes (see ROLE_QUERY).
-    position: int
-    timeline: int
-    #: A standby that streams from its primary now.
-    streaming: bool
+async def ask(engine: Engine, address: str, port: int, login: Credentials) -> EngineState | None:
+    """The engine at ``address:port``: its role and position, or None if it does not answer."""
+    if engine is Engine.REDIS:
+        return await redis.ask(address, port, login)
+    return await postgres.ask(address, port, login)
 
 
-@dataclass(frozen=True)
-class Credentials:
-    """The superuser the operator connects as (the Database's Secret)."""
-
-    user: str
-    password: str
-
-
-#: What a connection to an engine that is gone, stopping or starting may raise.
-UNANSWERED = (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+async def promote(engine: Engine, address: str, port: int, login: Credentials) -> bool:
+    """Make the standby at ``address:port`` the primary; whether it accepts writes now."""
+    if engine is Engine.REDIS:
+        return await redis.promote(address, port, login)
+    return await postgres.promote(address, port, login)
 
 
-@contextlib.asynccontextmanager
-async def _connected(
-    address: str, port: int, credentials: Credentials
-) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(
-        host=address,
-        port=port,
-        user=credentials.user,
-        password=credentials.password,
-        database="postgres",
-        timeout=PROBE_TIMEOUT_S,
-        command_timeout=PROBE_TIMEOUT_S,
-        ssl=False,
-    )
-    try:
-        yield connection
-    finally:
-        with contextlib.suppress(*UNANSWERED):
-            await asyncio.wait_for(connection.close(), PROBE_TIMEOUT_S)
-
-
-async def ask(address: str, port: int, credentials: Credentials) -> EngineState | None:
-    """The engine at ``address:port``, or None if it does not answer in time."""
-    try:
-        async with _connected(address, port, credentials) as connection:
-            row = await connection.fetchrow(ROLE_QUERY)
-    except UNANSWERED:
-        return None
-    if row is None:
-        return None
-    return EngineState(
-        standby=bool(row["standby"]),
-        position=int(row["position"] or 0),
-        timeline=int(row["timeline"] or 0),
-        streaming=bool(row["streaming"]),
-    )
-
-
-#: Seconds pg_promote waits for the standby to finish recovery and accept writes.
-PROMOTE_WAIT_S = 10
-
-
-async def promote(address: str, port: int, credentials: Credentials) -> bool:
-    """Promote the standby at ``address:port`` and wait for it to accept writes; whether it
-    does (a server that is a primary already does)."""
-    try:
-        async with _connected(address, port, credentials) as connection:
-            if not await connection.fetchval("SELECT pg_is_in_recovery()"):
-                return True
-            return bool(
-                await connection.fetchval(
-                    "SELECT pg_promote(true, $1)", PROMOTE_WAIT_S, timeout=PROMOTE_WAIT_S + 5
-                )
-            )
-    except UNANSWERED:
-        return False
+async def follow_again(engine: Engine, address: str, port: int, login: Credentials) -> None:
+    """After a promotion: make the standby at ``address:port`` connect to the primary's Service
+    afresh (Redis keeps a link to a frozen primary until its replication timeout; PostgreSQL's
+    standbys follow the new timeline by themselves)."""
+    if engine is Engine.REDIS:
+        await redis.follow_again(address, port, login)

@@ -106,11 +106,8 @@ async def tend(
         events(kind, reason, message)
     if plan.promote is not None:
         promoted = next(i for i in seen if i.name == plan.promote)
-        assert promoted.pod is not None and promoted.pod.address is not None
-        port = engine_facts(db).port
-        if await probe.promote(promoted.pod.address, port, login):
-            await _label(kube, db, promoted.pod, "primary")
-            plan.labels.pop(promoted.pod.name, None)
+        if await _promote(kube, db, promoted, seen, login):
+            plan.labels.pop(promoted.pod.name if promoted.pod else "", None)
             began, memory.loss_began = memory.loss_began, None
             took = (clock() - (began or target.since)).total_seconds()
             failed_over = took if began is not None else None
@@ -133,6 +130,23 @@ async def tend(
         LOOK_SOON_S if plan.busy else LOOK_EVERY_S,
         failed_over,
     )
+
+
+async def _promote(
+    kube: KubeApi, db: Database, promoted: Seen, seen: list[Seen], login: probe.Credentials
+) -> bool:
+    """Promote ``promoted``, label it, and point the other standbys at it afresh; whether the
+    engine took it (if not, the next look tries again)."""
+    pod = promoted.pod
+    assert pod is not None and pod.address is not None
+    engine, port = db.spec.engine, engine_facts(db).port
+    if not await probe.promote(engine, pod.address, port, login):
+        return False
+    await _label(kube, db, pod, "primary")
+    for other in seen:
+        if other is not promoted and other.standby and other.pod and other.pod.address:
+            await probe.follow_again(engine, other.pod.address, port, login)
+    return True
 
 
 def _failover(db: Database) -> Failover:
@@ -215,7 +229,7 @@ async def _look(kube: KubeApi, db: Database, login: probe.Credentials) -> list[S
         pod = instance.pod
         if pod is None or pod.address is None:
             return instance
-        engine = await probe.ask(pod.address, port, login)
+        engine = await probe.ask(db.spec.engine, pod.address, port, login)
         return Seen(instance.name, instance.pods, engine)
 
     return list(await asyncio.gather(*(asked(instance) for instance in instances)))
