@@ -85,6 +85,20 @@ exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVE
 """
 
 
+# Every instance first takes a lock on its volume, held by the server for its whole life: a
+# deleted pod's replacement starts at once, on the same volume and node, while the old server is
+# still stopping (PostgreSQL's fast shutdown, Redis's save); it waits for that server to be gone
+# instead of starting a second one on the same data (for Redis, from an older snapshot).
+#: The lock file at the root of an instance's volume.
+LOCK_FILE = ".instance.lock"
+INSTANCE_LOCK = """\
+exec 9>>"$INSTANCE_LOCK"
+if ! flock -n 9; then
+  echo "waiting for this instance's previous server to stop" >&2
+  flock 9
+fi
+"""
+
 # A PostgreSQL instance of a Database with spec.failover: its role comes from TARGET_PRIMARY
 # (the ConfigMap <name>-instances, read by the kubelet at each start of the container), so an
 # instance that restarts after a failover can never come back as a second primary.
@@ -97,7 +111,7 @@ exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVE
 #   through the environment (libpq's PGPASSWORD), never a file or a command line.
 POSTGRES_INSTANCE = f"""\
 set -eu
-conninfo="host=$PRIMARY_HOST port=$PRIMARY_PORT user={REPLICATION_USER}"
+{INSTANCE_LOCK}conninfo="host=$PRIMARY_HOST port=$PRIMARY_PORT user={REPLICATION_USER}"
 conninfo="$conninfo application_name=$INSTANCE_NAME"
 if [ "$TARGET_PRIMARY" = "$INSTANCE_NAME" ]; then
   export PGPASSWORD="${{REPLICATION_PASSWORD:-}}"
@@ -136,9 +150,9 @@ exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVE
 # data; any other as a read-only replica of the primary's Service (a full resync replaces what
 # a former master had that its successor has not). The arguments are the server's, as the
 # kubelet expanded them.
-REDIS_INSTANCE = """\
+REDIS_INSTANCE = f"""\
 set -eu
-if [ "$TARGET_PRIMARY" != "$INSTANCE_NAME" ]; then
+{INSTANCE_LOCK}if [ "$TARGET_PRIMARY" != "$INSTANCE_NAME" ]; then
   set -- "$@" --replicaof "$PRIMARY_HOST" "$PRIMARY_PORT" --replica-read-only yes
 fi
 exec docker-entrypoint.sh redis-server "$@"
@@ -196,6 +210,10 @@ def replica(
     raise ValueError(f"{engine} has no replication the operator sets up")
 
 
+#: spec.failover.synchronous: a commit waits for any one standby to have it.
+SYNCHRONOUS = ("-c", "synchronous_standby_names=ANY 1 (*)")
+
+
 def instance(
     engine: Engine,
     *,
@@ -205,6 +223,7 @@ def instance(
     primary_host: str,
     primary_port: int,
     settings: list[str],
+    synchronous: bool = False,
 ) -> Recipe:
     """Instance ``name`` of ``engine`` under spec.failover: the primary or a standby, as
     TARGET_PRIMARY (from the environment) says at each start."""
@@ -214,18 +233,22 @@ def instance(
             args=[],
             env={
                 "INSTANCE_NAME": name,
+                "INSTANCE_LOCK": f"{data_dir}/{LOCK_FILE}",
                 "PRIMARY_HOST": primary_host,
                 "PRIMARY_PORT": str(primary_port),
             },
         )
     if engine is not Engine.POSTGRES:
         raise ValueError(f"{engine} has no failover the operator sets up")
+    # Before the user's settings, which the server reads last (and so win).
+    zero_loss = list(SYNCHRONOUS) if synchronous else []
     return Recipe(
-        command=["sh", "-c", POSTGRES_INSTANCE, name, *settings],
+        command=["sh", "-c", POSTGRES_INSTANCE, name, *zero_loss, *settings],
         args=[],
         env={
             "PGPORT": str(port),
             "INSTANCE_NAME": name,
+            "INSTANCE_LOCK": f"{data_dir}/{LOCK_FILE}",
             "PRIMARY_HOST": primary_host,
             "PRIMARY_PORT": str(primary_port),
         },

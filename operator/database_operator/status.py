@@ -123,6 +123,9 @@ class Outcome:
     restored: RestoreRecord | None = None
     #: spec.failover: what the instances' engines answered (None: not looked at).
     instances: InstancesSeen | None = None
+    #: spec.failover: the instances whose new Deployment waits its turn (a rollout, replicas
+    #: first, the primary last).
+    held: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -310,6 +313,12 @@ def _progressing(  # noqa: PLR0911 - a return per row of the truth table
         return true(outcome.restoring.reason, outcome.restoring.message)
     if outcome.paused:
         return false(Reason.PAUSED, PAUSED_MESSAGE)
+    if outcome.held:
+        return true(
+            Reason.ROLLING_OUT,
+            "rolling out one instance at a time, the primary last: "
+            f"{', '.join(outcome.held)} wait(s) their turn",
+        )
     if observed.all_ready:
         return false(Reason.ROLLOUT_COMPLETE, "the Deployments are rolled out")
     if not observed.primary.exists:

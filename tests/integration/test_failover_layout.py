@@ -41,7 +41,12 @@ def test_failover_is_set_at_creation_and_kept(cluster: Cluster, namespace: str) 
 
 def test_the_defaults_of_failover_are_filled_in(cluster: Cluster, namespace: str) -> None:
     created = cluster.create_db(namespace, "ha", {"failover": {"enabled": True}})
-    assert created["spec"]["failover"] == {"enabled": True, "delay": 5, "maxLag": 16777216}
+    assert created["spec"]["failover"] == {
+        "enabled": True,
+        "delay": 5,
+        "maxLag": 16777216,
+        "synchronous": False,
+    }
 
 
 def test_instances_are_a_deployment_and_a_claim_each_and_a_configmap_names_the_primary(
@@ -94,3 +99,11 @@ def test_instances_are_a_deployment_and_a_claim_each_and_a_configmap_names_the_p
         for c in cluster.core.list_namespaced_persistent_volume_claim(namespace).items
     }
     assert "ha-3-data" in claims
+
+
+def test_zero_loss_mode_is_refused_for_redis(cluster: Cluster, namespace: str) -> None:
+    failover = {"enabled": True, "synchronous": True}
+    code, message = rejection(
+        lambda: cluster.create_db(namespace, "cache", {"engine": "redis", "failover": failover})
+    )
+    assert code == 422 and "spec.failover.synchronous is for postgres only" in message

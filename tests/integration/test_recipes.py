@@ -379,17 +379,19 @@ def test_postgres_instances_fail_over_and_the_old_primary_rewinds_to_a_standby( 
     login = probe.Credentials(superuser, password)
 
     def instance_env(name: str, target: str, primary_port: int) -> dict[str, str]:
+        # The volume's root (its lock), and PGDATA a folder in it, as in the pods.
+        volume = owned(tmp_shared / name, user)
         recipe = replication.instance(
             Engine.POSTGRES,
             name=name,
             port=ports[name],
-            data_dir="unused",
+            data_dir=str(volume),
             primary_host="127.0.0.1",
             primary_port=primary_port,
             settings=local,
         )
-        data = owned(tmp_shared / name, user) / "pgdata"
-        return env | recipe.env | {"PATH": path, "PGDATA": str(data), "TARGET_PRIMARY": target}
+        pgdata = str(volume / "pgdata")
+        return env | recipe.env | {"PATH": path, "PGDATA": pgdata, "TARGET_PRIMARY": target}
 
     def argv_recipe(name: str) -> replication.Recipe:
         return replication.instance(

@@ -291,3 +291,31 @@ def test_failover_reads_camel_case() -> None:
     db = make_db(failover={"enabled": True, "delay": 30, "maxLag": 1024})
 
     assert db.spec.failover == Failover(enabled=True, delay=30, max_lag=1024)
+
+
+def test_zero_loss_mode_makes_a_commit_wait_for_any_one_replica() -> None:
+    spec = {"engine": "postgres", "replicas": 3, "failover": {"enabled": True, "synchronous": True}}
+    db = Database.model_validate({"metadata": {"name": "shop", "namespace": "prod"}, "spec": spec})
+    (first, *_) = desired.instance_deployments(db)
+    command = first["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "synchronous_standby_names=ANY 1 (*)" in command
+    spec["failover"] = {"enabled": True, "synchronous": False}
+    off = Database.model_validate({"metadata": {"name": "shop", "namespace": "prod"}, "spec": spec})
+    (plain, *_) = desired.instance_deployments(off)
+    assert not any(
+        "synchronous" in word
+        for word in plain["spec"]["template"]["spec"]["containers"][0]["command"]
+    )
+
+
+def test_every_instance_holds_the_lock_of_its_volume() -> None:
+    for engine, root in (("postgres", "/var/lib/postgresql/data"), ("redis", "/data")):
+        spec = {"engine": engine, "replicas": 2, "failover": {"enabled": True}}
+        db = Database.model_validate(
+            {"metadata": {"name": "shop", "namespace": "prod"}, "spec": spec}
+        )
+        for deployment in desired.instance_deployments(db):
+            container = deployment["spec"]["template"]["spec"]["containers"][0]
+            env = {e["name"]: e.get("value") for e in container["env"]}
+            assert env["INSTANCE_LOCK"] == f"{root}/.instance.lock"
+            assert "flock 9" in container["command"][2]

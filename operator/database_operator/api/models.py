@@ -247,6 +247,14 @@ class Failover(_Model):
         "offset), against the last position the primary was seen at, and still be promoted: a "
         "replica further behind is never promoted (writes wait for the primary instead).",
     )
+    synchronous: bool = Field(
+        default=False,
+        description="Zero-loss mode (PostgreSQL): the primary acknowledges a commit only once "
+        "a replica has it too (synchronous_standby_names 'ANY 1 (*)'), so a failover, which "
+        "promotes the most advanced replica, loses no acknowledged write. Writes wait while no "
+        "replica is connected. Redis has no such mode (its WAIT is the client's to call): "
+        "refused for Redis. May be turned on and off; the instances restart, replicas first.",
+    )
 
 
 class CredentialsSecretRef(_Model):
@@ -331,6 +339,14 @@ class DatabaseSpec(_Model):
                     + ", ".join(FAILOVER_ENGINES)
                     + " only (for now)",
                     ".failover",
+                ),
+                cel(
+                    "!has(self.failover) || !has(self.failover.synchronous)"
+                    " || !self.failover.synchronous || !has(self.engine)"
+                    f" || self.engine == '{Engine.POSTGRES}'",
+                    "spec.failover.synchronous is for postgres only: Redis acknowledges a write "
+                    "before any replica has it, and only its clients can wait (WAIT)",
+                    ".failover.synchronous",
                 ),
                 cel(
                     "has(self.failover) == has(oldSelf.failover)",

@@ -82,3 +82,12 @@ async def promote(address: str, port: int, credentials: Credentials) -> bool:
             )
     except UNANSWERED:
         return False
+
+
+async def follow_again(address: str, port: int, credentials: Credentials) -> None:
+    """End the standby's WAL receiver: the startup process starts a new one, which connects to
+    the primary's Service afresh — now the new primary's — and follows its timeline. Without
+    this, a receiver connected to a frozen primary waits for wal_receiver_timeout (60 s)."""
+    with contextlib.suppress(*UNANSWERED):
+        async with _connected(address, port, credentials) as connection:
+            await connection.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_wal_receiver")

@@ -32,7 +32,8 @@ async def promote(engine: Engine, address: str, port: int, login: Credentials) -
 
 async def follow_again(engine: Engine, address: str, port: int, login: Credentials) -> None:
     """After a promotion: make the standby at ``address:port`` connect to the primary's Service
-    afresh (Redis keeps a link to a frozen primary until its replication timeout; PostgreSQL's
-    standbys follow the new timeline by themselves)."""
+    afresh (both engines keep a link to a frozen primary until their replication timeout)."""
     if engine is Engine.REDIS:
         await redis.follow_again(address, port, login)
+    else:
+        await postgres.follow_again(address, port, login)

@@ -40,8 +40,12 @@ from database_operator.status import InstancesSeen
 LOOK_EVERY_S = 2.0
 #: Seconds between two looks while a failover is under way.
 LOOK_SOON_S = 0.5
-#: A fenced pod's grace period: the engine's fast shutdown, or the kill of a frozen one.
-FENCE_GRACE_S = 3
+#: A fenced pod's grace period in a failover: the primary is lost already, and a frozen one
+#: is killed when it ends.
+FENCE_GRACE_S = 1
+#: ... in a switchover: the old primary's clean stop, which sends its standbys every write it
+#: acknowledged (PostgreSQL's fast shutdown, Redis's shutdown waiting for its replicas).
+CLEAN_STOP_GRACE_S = 15
 #: The ConfigMap's annotation: when its target primary was named.
 SINCE_ANNOTATION = f"{GROUP}/primary-since"
 #: The ConfigMap's annotation: the last switchover request (the Database's annotation's value)
@@ -70,9 +74,11 @@ async def tend(
     *,
     events: EventSink,
     clock: Clock,
+    rollout_switchover: bool = False,
 ) -> Tended:
     """Look at the instances of ``db`` and take the next steps (see the module docstring).
-    ``credentials``: the data of its credentials Secret (base64, as the API has it)."""
+    ``credentials``: the data of its credentials Secret (base64, as the API has it);
+    ``rollout_switchover``: a rollout waits for the primary to move to an updated replica."""
     now = clock()
     config = await _config(kube, db, now)
     if config is None:
@@ -91,17 +97,18 @@ async def tend(
     # After a restart of the operator: a primary served before if the status named one.
     memory.confirmed = memory.confirmed or db.status.current_primary is not None
     request = _switchover(db, config)
-    wanted = request.split()[0] if request else None
+    wanted = request.split()[0] if request else ("any" if rollout_switchover else None)
     plan = decide(seen, target, memory, now, _failover(db), switchover=wanted)
     failed_over = None
 
     if plan.target is not None or plan.answered:
-        answered = request if plan.answered else None
+        answered = request if plan.answered and request else None
         config = await _name_target(kube, db, plan.target, now, answered)
         target = _target(db, config)
     for pod in plan.fence:
         await _label(kube, db, pod, None)
-        await kube.delete("Pod", db.namespace, pod.name, pod.uid, grace_seconds=FENCE_GRACE_S)
+        grace = FENCE_GRACE_S if memory.loss_began is not None else CLEAN_STOP_GRACE_S
+        await kube.delete("Pod", db.namespace, pod.name, pod.uid, grace_seconds=grace)
     for kind, reason, message in plan.events:
         events(kind, reason, message)
     if plan.promote is not None:

@@ -21,6 +21,7 @@ from database_operator.backups.state import Backups
 from database_operator.carryover import carry_over
 from database_operator.clock import Clock, system_clock
 from database_operator.events import EventSink, no_events
+from database_operator.failover import rollout
 from database_operator.failover.decide import Memory
 from database_operator.failover.tend import tend
 from database_operator.kube import KubeApi
@@ -66,6 +67,7 @@ async def reconcile(
     restoring: Problem | None = None
     restored: RestoreRecord | None = None
     instances: InstancesSeen | None = None
+    held: tuple[str, ...] = ()
 
     if conflicts:
         failure = Problem(Reason.CHILD_NAME_CONFLICT, conflict_message(conflicts))
@@ -97,12 +99,21 @@ async def reconcile(
             if gate.hold:  # the restore is not done: no database runs on the volume yet
                 wanted = [child for child in wanted if child["kind"] != "Deployment"]
             elif desired.has_instances(db) and gate.failure is None:
+                turn = _rollout(db, wanted, children, events)
                 # Before the Deployments: their pods read the ConfigMap it makes.
                 looked = await tend(
-                    kube, db, credentials, memory or Memory(), events=events, clock=now
+                    kube,
+                    db,
+                    credentials,
+                    memory or Memory(),
+                    events=events,
+                    clock=now,
+                    rollout_switchover=turn.switchover,
                 )
                 instances, failure = looked.seen, looked.failure
                 result.look_again, result.failed_over = looked.look_again, looked.failed_over
+                held = tuple(turn.held)
+                wanted = [child for child in wanted if not _held(child, held)]
             failure = (
                 gate.failure or failure or await ensure_children(kube, db, wanted, children, result)
             )
@@ -121,6 +132,7 @@ async def reconcile(
         restoring=restoring,
         restored=restored,
         instances=instances,
+        held=held,
     )
     if backups is not None:
         result.backups = state.summarize(db, backups.of_database, at)
@@ -164,3 +176,24 @@ def _workloads(
     ) or desired.instance_name(db, 1)
     found = {name: children.get(("Deployment", name)) for name in desired.instance_names(db)}
     return Workloads.of_instances(found, primary)
+
+
+def _rollout(
+    db: Database,
+    wanted: list[Manifest],
+    children: dict[tuple[str, str], Manifest],
+    events: EventSink,
+) -> rollout.Rollout:
+    """Which instances' new Deployments wait (failover/rollout.py); the one written now is an
+    Event."""
+    deployments = {c["metadata"]["name"]: c for c in wanted if c["kind"] == "Deployment"}
+    turn = rollout.plan(
+        deployments, {name: children.get(("Deployment", name)) for name in deployments}, db.status
+    )
+    if turn.next is not None:
+        events("Normal", "RollingOut", f"updating instance {turn.next}; the primary goes last")
+    return turn
+
+
+def _held(child: Manifest, held: tuple[str, ...]) -> bool:
+    return child["kind"] == "Deployment" and child["metadata"]["name"] in held
