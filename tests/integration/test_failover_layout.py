@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.cluster import Cluster
+from tests.cluster import Cluster, wait_for
 from tests.integration.conftest import OperatorProcess
 from tests.integration.test_api import rejection
 from tests.integration.test_reconcile import observed, wait_for_status
@@ -27,15 +27,11 @@ def test_failover_is_refused_for_an_engine_it_does_not_serve(
     assert "spec.failover is available for postgres, redis only" in message
 
 
-def test_failover_is_set_at_creation_and_kept(cluster: Cluster, namespace: str) -> None:
+def test_failover_may_be_turned_on_but_never_off(cluster: Cluster, namespace: str) -> None:
     cluster.create_db(namespace, "plain", {"replicas": 2})
-    code, message = rejection(
-        lambda: cluster.patch_db(namespace, "plain", {"spec": {"failover": {"enabled": True}}})
-    )
-    assert code == 422 and "spec.failover is set when a Database is created" in message
-    cluster.create_db(namespace, "ha", FAILOVER)
+    cluster.patch_db(namespace, "plain", {"spec": {"failover": {"enabled": True}}})
     for patch in ({"failover": {"enabled": False}}, {"failover": None}):
-        code, message = rejection(lambda p=patch: cluster.patch_db(namespace, "ha", {"spec": p}))
+        code, message = rejection(lambda p=patch: cluster.patch_db(namespace, "plain", {"spec": p}))
         assert code == 422 and "spec.failover" in message
 
 
@@ -107,3 +103,27 @@ def test_zero_loss_mode_is_refused_for_redis(cluster: Cluster, namespace: str) -
         lambda: cluster.create_db(namespace, "cache", {"engine": "redis", "failover": failover})
     )
     assert code == 422 and "spec.failover.synchronous is for postgres only" in message
+
+
+def test_a_database_moved_to_instances_keeps_its_volume_for_the_first_and_drops_the_old_deployments(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    cluster.create_db(namespace, "db", {"replicas": 3, "storage": {"size": "1Gi"}})
+    wait_for_status(cluster, namespace, "db", "first reconcile", observed)
+    before = cluster.core.read_namespaced_persistent_volume_claim("db-data", namespace)
+
+    cluster.patch_db(namespace, "db", {"spec": {"failover": {"enabled": True}}})
+
+    def moved() -> set[str] | None:
+        names = {d.metadata.name for d in cluster.apps.list_namespaced_deployment(namespace).items}
+        return names if names == {"db-1", "db-2", "db-3"} else None
+
+    wait_for(moved, timeout=30, what="the instances' Deployments in place of the old ones")
+    first = cluster.apps.read_namespaced_deployment("db-1", namespace)
+    claim = first.spec.template.spec.volumes[0].persistent_volume_claim.claim_name
+    assert claim == "db-data"
+    after = cluster.core.read_namespaced_persistent_volume_claim("db-data", namespace)
+    assert after.metadata.uid == before.metadata.uid  # the same volume, never a new one
+    assert cluster.core.read_namespaced_config_map("db-instances", namespace).data == {
+        "primary": "db-1"
+    }

@@ -181,16 +181,20 @@ def sampling(
         thread.join(timeout=10)
 
 
-def instances_settled(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+def instances_settled(
+    cluster: Cluster, namespace: str, name: str, count: int = 3
+) -> dict[str, Any] | None:
     """The Database once one instance is the confirmed primary and the others streaming
-    replicas, all ready."""
+    replicas, all ready (three of them, or ``count``)."""
     db = cluster.get_db(namespace, name)
     status = db.get("status") or {}
     instances = status.get("instances") or []
     roles = sorted(instance["role"] for instance in instances)
     ready = all(instance["ready"] for instance in instances)
+    # Replicas that stream: a replica still in its first sync has none of the data yet.
+    ready = ready and all(i.get("streaming") for i in instances if i["role"] == "replica")
     primary = status.get("currentPrimary")
-    if roles == ["primary", "replica", "replica"] and ready and primary:
+    if roles == ["primary"] + ["replica"] * (count - 1) and ready and primary:
         return db
     return None
 
@@ -554,3 +558,56 @@ def test_in_zero_loss_mode_a_frozen_primary_loses_no_acknowledged_write(
     assert frozen.new != frozen.old
     assert frozen.resumed <= WRITES_RESUME_S, frozen
     assert lost == set(), sorted(lost)
+
+
+def test_a_running_database_moves_to_instances_with_its_data_and_one_restart_of_its_primary(
+    real_cluster: Cluster, user_namespace: str, images: dict[str, str]
+) -> None:
+    """A Database made before instances (a primary Deployment with the volume, a read
+    replica), 5,000 rows in it, then spec.failover turned on: <name>-1 starts on the same
+    volume once the old primary has stopped, the read replica is replaced by an instance with
+    a volume of its own, and every row is there."""
+    ns, name = user_namespace, "ledger"
+    body = on_local_images(
+        {
+            "metadata": {"name": name},
+            "spec": {"engine": "postgres", "replicas": 2, "storage": {"size": "1Gi"}},
+        },
+        images,
+    )
+    real_cluster.create_db(ns, name, body["spec"])
+    wait_active(real_cluster, ns, name, timeout_s=240)
+    (old_primary,) = [
+        p
+        for p in pods_of(real_cluster, ns, name, role="primary")
+        if not p.metadata.deletion_timestamp
+    ]
+    with client_pod(real_cluster, ns, images["postgresql"], f"{name}-connection") as app:
+        app.psql("CREATE TABLE entries AS SELECT generate_series(1, 5000) AS id")
+        fingerprint = app.psql("SELECT md5(string_agg(id::text, ',' ORDER BY id)) FROM entries")
+        moved_at = time.time()
+        real_cluster.patch_db(ns, name, {"spec": {"failover": {"enabled": True}}})
+        settled = wait_for(
+            lambda: instances_settled(real_cluster, ns, name, count=2),
+            timeout=180,
+            interval=1,
+            what="the Database moved to two instances",
+        )
+        moved_in = time.time() - moved_at
+        assert settled["status"]["currentPrimary"] == f"{name}-1"
+        copy = until_answers(
+            lambda: app.psql("SELECT md5(string_agg(id::text, ',' ORDER BY id)) FROM entries")
+        )
+    pods = [p for p in pods_of(real_cluster, ns, name) if not p.metadata.deletion_timestamp]
+    instances = sorted(p.metadata.labels.get(INSTANCE_LABEL) for p in pods)
+    claims = {
+        c.metadata.name: c.metadata.uid
+        for c in real_cluster.core.list_namespaced_persistent_volume_claim(ns).items
+    }
+    print(f"\nmoved to instances in {moved_in:.1f}s; pods now {instances}; claims {sorted(claims)}")
+    assert copy == fingerprint
+    assert instances == [f"{name}-1", f"{name}-2"]
+    assert old_primary.metadata.uid not in {p.metadata.uid for p in pods}
+    assert set(claims) == {f"{name}-data", f"{name}-2-data"}
+    deployments = {d.metadata.name for d in real_cluster.apps.list_namespaced_deployment(ns).items}
+    assert deployments == {f"{name}-1", f"{name}-2"}

@@ -220,7 +220,9 @@ def test_no_literal_password_in_command_args_env_probes_or_hooks() -> None:
 def test_surplus_names_the_instances_scaled_away() -> None:
     db = make_db(replicas=2)
 
-    assert desired.surplus(db) == [("Deployment", f"shop-{n}") for n in range(3, 11)]
+    # And the Deployments of the layout before instances (a Database moved to them).
+    former = [("Deployment", "shop"), ("Deployment", "shop-replicas")]
+    assert desired.surplus(db) == former + [("Deployment", f"shop-{n}") for n in range(3, 11)]
 
 
 def test_surplus_never_names_the_target_primary() -> None:
@@ -229,7 +231,7 @@ def test_surplus_never_names_the_target_primary() -> None:
     surplus = desired.surplus(db)
 
     assert ("Deployment", "shop-3") not in surplus
-    assert surplus == [("Deployment", f"shop-{n}") for n in range(4, 11)]
+    assert surplus[2:] == [("Deployment", f"shop-{n}") for n in range(4, 11)]
 
 
 def test_surplus_with_one_instance_names_the_read_service_and_the_others() -> None:

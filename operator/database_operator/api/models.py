@@ -221,14 +221,15 @@ class Failover(_Model):
         default=False,
         description="Run the Database as instances <name>-1 .. <name>-<replicas>, each with its "
         "own Deployment and (with spec.storage) its own volume, and promote a replica when the "
-        "primary's pod or engine is lost. PostgreSQL and Redis. Set at creation: a "
-        "Database made without it keeps its primary and read replicas Deployments.",
+        "primary's pod or engine is lost. PostgreSQL and Redis. May be turned on for a running "
+        "Database: its primary restarts once, on its volume, as <name>-1, and its read "
+        "replicas are replaced by instances with volumes of their own. Never off again.",
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel(
-                    "self == oldSelf",
-                    "spec.failover.enabled is set when a Database is created and kept (moving a "
-                    "running Database to instances is not supported yet)",
+                    "self || !oldSelf",
+                    "spec.failover.enabled cannot be turned off: the instances' volumes and "
+                    "roles have no way back to a primary and read replicas",
                 )
             ]
         },
@@ -349,8 +350,8 @@ class DatabaseSpec(_Model):
                     ".failover.synchronous",
                 ),
                 cel(
-                    "has(self.failover) == has(oldSelf.failover)",
-                    "spec.failover is set when a Database is created and kept",
+                    "!has(oldSelf.failover) || has(self.failover)",
+                    "spec.failover cannot be removed once set",
                     ".failover",
                 ),
                 cel(
@@ -560,6 +561,9 @@ class InstanceStatus(_Model):
         description="A replica's WAL not yet received, against the primary's position.",
     )
     timeline: int | None = Field(default=None, description="Its PostgreSQL timeline.")
+    streaming: bool | None = Field(
+        default=None, description="A replica's link to the primary is up (it receives writes)."
+    )
 
 
 class DatabaseStatus(_Model):

@@ -106,12 +106,15 @@ def surplus(db: Database) -> list[tuple[str, str]]:
     """(kind, name) of the children that must not exist for this spec: the read replicas'
     Deployment and Service when there are no read replicas; with spec.failover, the
     Deployments of the instances scaled away (their claims are kept) — but never the target
-    primary's, whose data would be lost to writes."""
+    primary's, whose data would be lost to writes — and those of the primary and the read
+    replicas, for a Database moved to instances."""
     unwanted = [] if read_replica_count(db) else [("Service", replicas_name(db))]
     if not has_instances(db):
         if not read_replica_count(db):
             unwanted.insert(0, ("Deployment", replicas_name(db)))
         return unwanted
+    # A Database moved to instances: the Deployments of the primary and read replicas go.
+    unwanted += [("Deployment", db.name), ("Deployment", replicas_name(db))]
     return unwanted + [
         ("Deployment", instance_name(db, number))
         for number in range(instance_count(db) + 1, MAX_REPLICAS + 1)

@@ -99,6 +99,11 @@ class Seen:
     def standby(self) -> bool:
         return self.pod is not None and self.engine is not None and self.engine.standby
 
+    @property
+    def engine_streaming(self) -> bool:
+        """A standby that streams from its primary now."""
+        return self.standby and self.engine is not None and self.engine.streaming
+
 
 @dataclass(frozen=True)
 class Target:
@@ -124,6 +129,8 @@ class Memory:
     confirmed: bool = False
     #: When the primary that a failover under way replaces was found lost (its duration).
     loss_began: datetime | None = None
+    #: The standbys that streamed from the primary at the last look that found it well.
+    streaming: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -161,6 +168,7 @@ def decide(
     pending = False
     if current is not None and current.primary:
         memory.lost_since, memory.impossible_told, memory.confirmed = None, False, True
+        memory.streaming = {i.name for i in seen if i.engine_streaming}
         # Its own position: after a failover the old primary's is no measure (its WAL beyond
         # the promotion point is gone with its timeline).
         memory.primary_position = _position(current)
@@ -201,23 +209,23 @@ def _fail_over(
 ) -> None:
     """The primary is lost past its delay: name the most advanced replica within maxLag."""
     plan.busy = True
-    eligible = [
-        instance
-        for instance in seen
-        if instance.name != target.primary
-        and instance.standby
-        and memory.primary_position - _position(instance) <= failover.max_lag
-    ]
+    standbys = [i for i in seen if i.name != target.primary and i.standby]
+    # Never one that was not streaming from the primary when it was last seen well: it may
+    # not have had the primary's data at all (a replica still in its first sync).
+    following = [i for i in standbys if i.name in memory.streaming or i.engine_streaming]
+    eligible = [i for i in following if memory.primary_position - _position(i) <= failover.max_lag]
     if not eligible:
         if not memory.impossible_told:
             memory.impossible_told = True
-            lagging = [i.name for i in seen if i.name != target.primary and i.standby]
-            why = (
-                f"{', '.join(lagging)} lag(s) more than spec.failover.maxLag "
-                f"({failover.max_lag} bytes) behind it"
-                if lagging
-                else "no replica answers as a standby"
-            )
+            if following:
+                why = (
+                    f"{', '.join(i.name for i in following)} lag(s) more than "
+                    f"spec.failover.maxLag ({failover.max_lag} bytes) behind it"
+                )
+            elif standbys:
+                why = f"{', '.join(i.name for i in standbys)} did not stream from it"
+            else:
+                why = "no replica answers as a standby"
             plan.events.append(
                 (
                     "Warning",
@@ -261,7 +269,9 @@ def _switch_over(
     standbys = [
         instance
         for instance in seen
-        if instance.name != target.primary and instance.standby and wanted in (ANY, instance.name)
+        if instance.name != target.primary
+        and instance.engine_streaming
+        and wanted in (ANY, instance.name)
     ]
     close = [i for i in standbys if memory.primary_position - _position(i) <= failover.max_lag]
     if not close:
@@ -272,7 +282,7 @@ def _switch_over(
         elif standbys:
             why = f"{', '.join(i.name for i in standbys)} lag(s) more than spec.failover.maxLag"
         else:
-            why = f"{'no instance' if wanted == ANY else wanted} answers as a standby"
+            why = f"{'no instance' if wanted == ANY else wanted} streams from the primary"
         plan.events.append(("Warning", "SwitchoverImpossible", f"switchover not done: {why}"))
         return
     chosen = min(close, key=lambda instance: (-_position(instance), instance.name))
@@ -350,7 +360,8 @@ def statuses(seen: list[Seen], memory: Memory) -> list[InstanceStatus]:
                     if engine is not None and engine.standby
                     else None
                 ),
-                timeline=engine.timeline if engine is not None else None,
+                timeline=engine.timeline if engine is not None and engine.timeline else None,
+                streaming=instance.engine_streaming if instance.standby else None,
             )
         )
     return found

@@ -22,7 +22,7 @@ from database_operator.desired.common import APPLIED_DIGEST_ANNOTATION
 from database_operator.manifest import Manifest
 
 
-@dataclass(frozen=True)
+@dataclass
 class Rollout:
     """Which instances' Deployments wait, which one is written now, and whether the primary
     should move first."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from database_operator import desired
 from database_operator.api.backup import RestoreRecord
-from database_operator.api.models import KIND, Database
+from database_operator.api.models import INSTANCE_LABEL, KIND, Database
 from database_operator.backups import restore, schedule, state
 from database_operator.backups.jobs import JobOptions
 from database_operator.backups.state import Backups
@@ -30,7 +30,7 @@ from database_operator.ownership import conflict, conflict_message, is_ours
 from database_operator.reasons import Problem, Reason
 from database_operator.reconcile.apply import ensure_children, ensure_credentials, remove_surplus
 from database_operator.reconcile.finalizer import finalize
-from database_operator.reconcile.observe import observe
+from database_operator.reconcile.observe import Observed, observe
 from database_operator.reconcile.report import report_failure, write_status
 from database_operator.reconcile.result import Result
 from database_operator.status import InstancesSeen, Outcome, Workloads
@@ -99,7 +99,7 @@ async def reconcile(
             if gate.hold:  # the restore is not done: no database runs on the volume yet
                 wanted = [child for child in wanted if child["kind"] != "Deployment"]
             elif desired.has_instances(db) and gate.failure is None:
-                turn = _rollout(db, wanted, children, events)
+                turn = await _turns(kube, db, wanted, observed, events)
                 # Before the Deployments: their pods read the ConfigMap it makes.
                 looked = await tend(
                     kube,
@@ -178,22 +178,39 @@ def _workloads(
     return Workloads.of_instances(found, primary)
 
 
-def _rollout(
-    db: Database,
-    wanted: list[Manifest],
-    children: dict[tuple[str, str], Manifest],
-    events: EventSink,
+async def _turns(
+    kube: KubeApi, db: Database, wanted: list[Manifest], observed: Observed, events: EventSink
 ) -> rollout.Rollout:
-    """Which instances' new Deployments wait (failover/rollout.py); the one written now is an
-    Event."""
+    """Which instances' new Deployments wait (failover/rollout.py; the one written now is an
+    Event); and, for a Database moving to instances, <name>-1 while the old primary may still
+    run on the volume it takes: never beside it."""
     deployments = {c["metadata"]["name"]: c for c in wanted if c["kind"] == "Deployment"}
-    turn = rollout.plan(
-        deployments, {name: children.get(("Deployment", name)) for name in deployments}, db.status
-    )
+    found = {name: observed.children.get(("Deployment", name)) for name in deployments}
+    turn = rollout.plan(deployments, found, db.status)
     if turn.next is not None:
         events("Normal", "RollingOut", f"updating instance {turn.next}; the primary goes last")
+    if await _old_primary_runs(kube, db, observed):
+        turn.held.append(desired.instance_name(db, 1))
     return turn
 
 
 def _held(child: Manifest, held: tuple[str, ...]) -> bool:
     return child["kind"] == "Deployment" and child["metadata"]["name"] in held
+
+
+async def _old_primary_runs(kube: KubeApi, db: Database, observed: Observed) -> bool:
+    """Whether the primary of a Database's former layout (its Deployment ``<name>``, or a pod
+    of it still stopping) may still run on ``<name>-data``."""
+    if any(
+        obj["kind"] == "Deployment" and obj["metadata"]["name"] == db.name
+        for obj in observed.surplus
+    ):
+        return True
+    selector = ",".join(
+        [f"{key}={value}" for key, value in desired.selector_labels(db, desired.PRIMARY).items()]
+        + [f"!{INSTANCE_LABEL}"]
+    )
+    async for page in kube.list_pages("Pod", db.namespace, selector):
+        if page:
+            return True
+    return False
