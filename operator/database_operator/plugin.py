@@ -117,6 +117,8 @@ def summarize(db: Database, backups: Sequence[DatabaseBackup]) -> dict[str, Any]
         "backupHealthy": next((c for c in conditions if c["type"] == BACKUP_HEALTHY), None),
         **records,
         "restoredFrom": restored.to_wire() if restored else None,
+        "currentPrimary": status.current_primary,
+        "instances": [i.to_wire() for i in status.instances or ()],
         "backups": [
             {
                 "name": b.name,
@@ -161,6 +163,16 @@ def render(summary: dict[str, Any]) -> str:
     conditions = [
         [c[k] for k in ("type", "status", "reason", "message")] for c in summary["conditions"]
     ]
+    instances = [
+        [
+            i["name"],
+            i["role"],
+            "yes" if i["ready"] else "no",
+            "-" if i.get("lagBytes") is None else human_size(i["lagBytes"]),
+            i.get("pod") or "-",
+        ]
+        for i in summary.get("instances") or ()
+    ]
     backups = [
         [
             b["name"],
@@ -171,6 +183,12 @@ def render(summary: dict[str, Any]) -> str:
         ]
         for b in summary["backups"]
     ]
+    if instances:
+        lines += [
+            "",
+            f"Instances (primary: {summary.get('currentPrimary') or 'none'}):",
+            *_table(["NAME", "ROLE", "READY", "LAG", "POD"], instances),
+        ]
     lines += [
         "",
         "Conditions:",

@@ -299,3 +299,23 @@ def test_a_switchover_request_names_the_instance_and_is_new_each_time() -> None:
     assert first == "orders-2 2026-12-07T12:00:00Z"
     assert first != again
     assert switchover_request(None, datetime(2026, 12, 7, tzinfo=UTC)).split()[0] == "any"
+
+
+def test_status_shows_the_instances_with_their_roles_and_lag() -> None:
+    db = database(
+        {
+            "currentPrimary": "orders-2",
+            "instances": [
+                {"name": "orders-1", "role": "replica", "ready": True, "pod": "orders-1-a",
+                 "lagBytes": 2048},
+                {"name": "orders-2", "role": "primary", "ready": True, "pod": "orders-2-a"},
+            ],
+        }
+    )  # fmt: skip
+
+    text = render(summarize(db, []))
+
+    assert "Instances (primary: orders-2):" in text
+    assert "orders-1  replica  yes    2.0 KiB  orders-1-a" in text
+    assert "orders-2  primary  yes    -        orders-2-a" in text
+    assert "Instances" not in render(summarize(database(), []))
