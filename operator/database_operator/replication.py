@@ -50,6 +50,8 @@ class Recipe:
 # PostgreSQL's primary set-up: wait for the server (the image's first start runs initdb with a
 # server on the socket only), add the pg_hba line once, create or update the role, reload. A
 # standby (an instance under spec.failover) has both from its primary, and writes nothing. The
+# role's commit is local: in zero-loss mode, with no standby connected yet, it would wait for
+# one, and the hook (and so the pod) with it. The
 # password goes in as a psql variable, quoted by psql (%L): never spliced into SQL text.
 POSTGRES_PRIMARY_SETUP = f"""\
 set -eu
@@ -60,6 +62,7 @@ grep -qxF '{PG_HBA_REPLICATION}' "$hba" || echo '{PG_HBA_REPLICATION}' >> "$hba"
 PGPASSWORD="$POSTGRES_PASSWORD" psql -v ON_ERROR_STOP=1 -q -h 127.0.0.1 \\
   -U "$POSTGRES_USER" -d postgres -v user={REPLICATION_USER} -v password="$REPLICATION_PASSWORD" \\
   <<'SQL'
+SET synchronous_commit TO local;
 SELECT format('CREATE ROLE %I', :'user')
   WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') AND NOT pg_is_in_recovery()
 \\gexec
@@ -210,10 +213,6 @@ def replica(
     raise ValueError(f"{engine} has no replication the operator sets up")
 
 
-#: spec.failover.synchronous: a commit waits for any one standby to have it.
-SYNCHRONOUS = ("-c", "synchronous_standby_names=ANY 1 (*)")
-
-
 def instance(
     engine: Engine,
     *,
@@ -223,7 +222,6 @@ def instance(
     primary_host: str,
     primary_port: int,
     settings: list[str],
-    synchronous: bool = False,
 ) -> Recipe:
     """Instance ``name`` of ``engine`` under spec.failover: the primary or a standby, as
     TARGET_PRIMARY (from the environment) says at each start."""
@@ -240,10 +238,8 @@ def instance(
         )
     if engine is not Engine.POSTGRES:
         raise ValueError(f"{engine} has no failover the operator sets up")
-    # Before the user's settings, which the server reads last (and so win).
-    zero_loss = list(SYNCHRONOUS) if synchronous else []
     return Recipe(
-        command=["sh", "-c", POSTGRES_INSTANCE, name, *zero_loss, *settings],
+        command=["sh", "-c", POSTGRES_INSTANCE, name, *settings],
         args=[],
         env={
             "PGPORT": str(port),

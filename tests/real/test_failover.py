@@ -359,12 +359,15 @@ def test_the_primary_lost_or_moved_writes_resume_within_budget_and_nothing_ackno
             primary_before = real_cluster.get_db(ns, name)["status"]["currentPrimary"]
             rolled_from = time.time()
             acts.append(lose_primary(real_cluster, ns, name, writes, what="rollout", lose=roll))
-            order = wait_for(
-                lambda: _rolled_out(real_cluster, ns, name, rolled_from),
-                timeout=180,
-                interval=1,
-                what="every instance rolled out",
-            )
+            try:
+                order = wait_for(
+                    lambda: _rolled_out(real_cluster, ns, name, rolled_from),
+                    timeout=180,
+                    interval=1,
+                    what="every instance rolled out",
+                )
+            except AssertionError as error:
+                raise AssertionError(f"{error}\n{describe(real_cluster, ns, name)}") from None
             time.sleep(2)
         writes.read()
         rows = {int(n) for n in until_answers(lambda: app.psql("SELECT id FROM writes")).split()}

@@ -254,7 +254,7 @@ class Failover(_Model):
         "a replica has it too (synchronous_standby_names 'ANY 1 (*)'), so a failover, which "
         "promotes the most advanced replica, loses no acknowledged write. Writes wait while no "
         "replica is connected. Redis has no such mode (its WAIT is the client's to call): "
-        "refused for Redis. May be turned on and off; the instances restart, replicas first.",
+        "refused for Redis. May be turned on and off at any time: no pod restarts.",
     )
 
 

@@ -112,7 +112,6 @@ def recipe(db: Database, role: str, instance: str | None = None) -> replication.
             primary_host=host(db),
             primary_port=resolved_port(db),
             settings=settings(db),
-            synchronous=db.spec.failover is not None and db.spec.failover.synchronous,
         )
     if role == PRIMARY:
         return replication.primary(

@@ -19,6 +19,9 @@ class EngineState:
     timeline: int
     #: A standby that streams from its primary now.
     streaming: bool
+    #: PostgreSQL in zero-loss mode (synchronous_standby_names as spec.failover.synchronous
+    #: sets it); None for Redis, which has none.
+    synchronous: bool | None = None
 
 
 @dataclass(frozen=True)

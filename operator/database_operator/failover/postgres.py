@@ -18,8 +18,11 @@ SELECT pg_is_in_recovery() AS standby,
              THEN coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())
              ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint AS position,
        (SELECT timeline_id FROM pg_control_checkpoint()) AS timeline,
-       EXISTS (SELECT FROM pg_stat_wal_receiver WHERE status = 'streaming') AS streaming
+       EXISTS (SELECT FROM pg_stat_wal_receiver WHERE status = 'streaming') AS streaming,
+       current_setting('synchronous_standby_names') = $1 AS synchronous
 """
+#: spec.failover.synchronous: a commit is acknowledged once any one standby has it.
+SYNCHRONOUS_STANDBY_NAMES = "ANY 1 (*)"
 
 
 #: What a connection to an engine that is gone, stopping or starting may raise.
@@ -51,7 +54,7 @@ async def ask(address: str, port: int, credentials: Credentials) -> EngineState 
     """The engine at ``address:port``, or None if it does not answer in time."""
     try:
         async with _connected(address, port, credentials) as connection:
-            row = await connection.fetchrow(ROLE_QUERY)
+            row = await connection.fetchrow(ROLE_QUERY, SYNCHRONOUS_STANDBY_NAMES)
     except UNANSWERED:
         return None
     if row is None:
@@ -61,6 +64,7 @@ async def ask(address: str, port: int, credentials: Credentials) -> EngineState 
         position=int(row["position"] or 0),
         timeline=int(row["timeline"] or 0),
         streaming=bool(row["streaming"]),
+        synchronous=bool(row["synchronous"]),
     )
 
 
@@ -91,3 +95,20 @@ async def follow_again(address: str, port: int, credentials: Credentials) -> Non
     with contextlib.suppress(*UNANSWERED):
         async with _connected(address, port, credentials) as connection:
             await connection.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_wal_receiver")
+
+
+async def set_synchronous(address: str, port: int, credentials: Credentials, on: bool) -> bool:
+    """Turn zero-loss mode on (or off) on the primary at ``address:port``: ALTER SYSTEM, which
+    a reload applies (no restart); whether it was done."""
+    statement = (
+        f"ALTER SYSTEM SET synchronous_standby_names = '{SYNCHRONOUS_STANDBY_NAMES}'"
+        if on
+        else "ALTER SYSTEM RESET synchronous_standby_names"
+    )
+    try:
+        async with _connected(address, port, credentials) as connection:
+            await connection.execute(statement)
+            await connection.execute("SELECT pg_reload_conf()")
+    except UNANSWERED:
+        return False
+    return True

@@ -13,7 +13,7 @@ from database_operator.engines import Engine
 from database_operator.failover import postgres, redis
 from database_operator.failover.answers import Credentials, EngineState
 
-__all__ = ["Credentials", "EngineState", "ask", "follow_again", "promote"]
+__all__ = ["Credentials", "EngineState", "ask", "follow_again", "promote", "set_synchronous"]
 
 
 async def ask(engine: Engine, address: str, port: int, login: Credentials) -> EngineState | None:
@@ -37,3 +37,12 @@ async def follow_again(engine: Engine, address: str, port: int, login: Credentia
         await redis.follow_again(address, port, login)
     else:
         await postgres.follow_again(address, port, login)
+
+
+async def set_synchronous(
+    engine: Engine, address: str, port: int, login: Credentials, on: bool
+) -> bool:
+    """Turn the primary's zero-loss mode on or off (PostgreSQL only: Redis has none)."""
+    if engine is Engine.POSTGRES:
+        return await postgres.set_synchronous(address, port, login, on)
+    return False

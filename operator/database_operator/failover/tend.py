@@ -131,9 +131,13 @@ async def tend(
         if name in pods:
             await _label(kube, db, pods[name], role)
 
-    confirmed = next((i.name for i in seen if i.primary and i.name == target.primary), None)
+    confirmed = next((i for i in seen if i.primary and i.name == target.primary), None)
+    if confirmed is not None:
+        await _zero_loss(db, confirmed, login, events)
     return Tended(
-        InstancesSeen(confirmed, target.primary, statuses(seen, memory)),
+        InstancesSeen(
+            confirmed.name if confirmed else None, target.primary, statuses(seen, memory)
+        ),
         LOOK_SOON_S if plan.busy else LOOK_EVERY_S,
         failed_over,
     )
@@ -149,11 +153,29 @@ async def _promote(
     engine, port = db.spec.engine, engine_facts(db).port
     if not await probe.promote(engine, pod.address, port, login):
         return False
+    if _failover(db).synchronous:  # before any client reaches it
+        await probe.set_synchronous(engine, pod.address, port, login, on=True)
     await _label(kube, db, pod, "primary")
     for other in seen:
         if other is not promoted and other.standby and other.pod and other.pod.address:
             await probe.follow_again(engine, other.pod.address, port, login)
     return True
+
+
+async def _zero_loss(
+    db: Database, primary: Seen, login: probe.Credentials, events: EventSink
+) -> None:
+    """The primary's zero-loss mode as spec.failover.synchronous says (PostgreSQL: applied by a
+    reload, so turning it on or off restarts nothing)."""
+    wanted, engine = _failover(db).synchronous, primary.engine
+    if primary.pod is None or primary.pod.address is None or engine is None:
+        return
+    if engine.synchronous is None or engine.synchronous == wanted:
+        return
+    port = engine_facts(db).port
+    if await probe.set_synchronous(db.spec.engine, primary.pod.address, port, login, on=wanted):
+        state = "on: a commit waits for a replica" if wanted else "off"
+        events("Normal", "ZeroLossMode", f"zero-loss mode {state} on {primary.name}")
 
 
 def _failover(db: Database) -> Failover:
