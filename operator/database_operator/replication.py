@@ -102,6 +102,12 @@ if ! flock -n 9; then
 fi
 """
 
+#: What every PostgreSQL instance runs with, before the user's settings (which win): hint bits
+#: WAL-logged, which pg_rewind needs; and WAL kept for a standby that was away (restarted in a
+#: rollout, or following a new timeline after a failover), which it otherwise finds removed and
+#: can never catch up from (CloudNativePG keeps the same 512MB).
+INSTANCE_SETTINGS = "-c wal_log_hints=on -c wal_keep_size=512MB"
+
 # A PostgreSQL instance of a Database with spec.failover: its role comes from TARGET_PRIMARY
 # (the ConfigMap <name>-instances, read by the kubelet at each start of the container), so an
 # instance that restarts after a failover can never come back as a second primary.
@@ -119,7 +125,7 @@ conninfo="$conninfo application_name=$INSTANCE_NAME"
 if [ "$TARGET_PRIMARY" = "$INSTANCE_NAME" ]; then
   export PGPASSWORD="${{REPLICATION_PASSWORD:-}}"
   exec docker-entrypoint.sh postgres {LISTEN_EVERYWHERE[0]} '{LISTEN_EVERYWHERE[1]}' \
-    -c wal_log_hints=on -c "primary_conninfo=$conninfo" "$@"
+    {INSTANCE_SETTINGS} -c "primary_conninfo=$conninfo" "$@"
 fi
 mkdir -p "$PGDATA"
 chmod 0700 "$PGDATA"
@@ -145,7 +151,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 fi
 touch "$PGDATA/standby.signal"
 exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVERYWHERE[1]}' \
-  -c wal_log_hints=on -c "primary_conninfo=$conninfo" "$@"
+  {INSTANCE_SETTINGS} -c "primary_conninfo=$conninfo" "$@"
 """
 
 

@@ -11,10 +11,16 @@ from database_operator.failover.rollout import Rollout, plan
 NAMES = ("shop-1", "shop-2", "shop-3")
 
 
-def deployment(digest: str, pods: int = 1) -> dict[str, Any]:
+def deployment(digest: str, pods: int = 1, rolled_out: bool = True) -> dict[str, Any]:
+    """A Deployment with ``digest``; as its controller last saw it: rolled out, or not yet."""
     return {
-        "metadata": {"annotations": {APPLIED_DIGEST_ANNOTATION: digest}},
+        "metadata": {"annotations": {APPLIED_DIGEST_ANNOTATION: digest}, "generation": 2},
         "spec": {"replicas": pods},
+        "status": {
+            "observedGeneration": 2 if rolled_out else 1,
+            "updatedReplicas": pods,
+            "readyReplicas": pods,
+        },
     }
 
 
@@ -102,3 +108,24 @@ def test_a_broken_replica_is_given_its_fix_even_though_it_is_not_well() -> None:
     turn = plan(wanted(), existing("shop-2"), status(unwell=("shop-2",)))
 
     assert turn.next == "shop-2"
+
+
+def test_the_next_waits_while_the_deployment_just_written_has_not_rolled_out() -> None:
+    """The status is the last look's: right after shop-2's Deployment was written, it still
+    says shop-2 is a ready replica. The Deployment knows better."""
+    found = existing("shop-1", "shop-3")
+    found["shop-2"] = deployment("new", rolled_out=False)
+
+    turn = plan(wanted(), found, status())
+
+    assert turn.next is None and turn.held == ["shop-1", "shop-3"]
+
+
+def test_a_replica_that_does_not_stream_yet_holds_the_next() -> None:
+    lagging = status()
+    assert lagging.instances is not None
+    lagging.instances[1].streaming = False
+
+    turn = plan(wanted(), existing("shop-1", "shop-3"), lagging)
+
+    assert turn.next is None

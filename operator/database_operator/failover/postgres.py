@@ -12,12 +12,14 @@ from database_operator.failover.answers import PROBE_TIMEOUT_S, Credentials, Eng
 
 # The role and the WAL position in one round trip: a standby's position is what it has received
 # (what a promotion keeps), else what it has replayed; a primary's is its current insert point.
+# The timeline: a standby's is the one it receives (its last checkpoint's may be an old one).
 ROLE_QUERY = """
 SELECT pg_is_in_recovery() AS standby,
        (CASE WHEN pg_is_in_recovery()
              THEN coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())
              ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint AS position,
-       (SELECT timeline_id FROM pg_control_checkpoint()) AS timeline,
+       coalesce((SELECT received_tli FROM pg_stat_wal_receiver),
+                (SELECT timeline_id FROM pg_control_checkpoint())) AS timeline,
        EXISTS (SELECT FROM pg_stat_wal_receiver WHERE status = 'streaming') AS streaming,
        current_setting('synchronous_standby_names') = $1 AS synchronous
 """

@@ -53,10 +53,18 @@ def plan(
     )
     if not outdated:
         return Rollout()
+    # Well: its Deployment has rolled out its pod and it is ready (the Deployment's word is the
+    # fresh one: the status is the last look's, from before a write just made), and its engine
+    # confirms its role, a replica streaming.
     well = {
         instance.name
         for instance in status.instances or ()
-        if instance.ready and instance.role is not InstanceRole.UNKNOWN
+        if instance.ready
+        and (
+            instance.role is InstanceRole.PRIMARY
+            or (instance.role is InstanceRole.REPLICA and instance.streaming is not False)
+        )
+        and _rolled_out(existing.get(instance.name))
     }
     primary = status.current_primary
     unsettled = [name for name in wanted if name not in outdated and name not in well]
@@ -70,6 +78,20 @@ def plan(
     if not standbys:
         return Rollout(next=primary)  # one instance: nothing to switch to
     return Rollout(held=[primary], switchover=True)
+
+
+def _rolled_out(deployment: Manifest | None) -> bool:
+    """Its controller has seen its last change, and its pods are all new and ready."""
+    if deployment is None:
+        return False
+    status = deployment.get("status") or {}
+    wanted = _pods(deployment)
+    return (
+        int(status.get("observedGeneration") or 0)
+        >= int(deployment["metadata"].get("generation") or 0)
+        and int(status.get("updatedReplicas") or 0) == wanted
+        and int(status.get("readyReplicas") or 0) == wanted
+    )
 
 
 def _pods(deployment: Manifest) -> int:
