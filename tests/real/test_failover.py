@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
+import os
+import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from database_operator.engines import Engine, facts
@@ -235,6 +239,56 @@ def primary_pod(cluster: Cluster, namespace: str, name: str, instance: str) -> A
     return pod
 
 
+def create_instances(
+    cluster: Cluster, namespace: str, name: str, images: dict[str, str], **spec: Any
+) -> dict[str, Any]:
+    """A Database of three instances with storage and ``spec`` on top, once its primary and
+    replicas are settled (streaming)."""
+    body = on_local_images(
+        {
+            "metadata": {"name": name},
+            "spec": {"replicas": 3, "storage": {"size": "1Gi"}, **spec},
+        },
+        images,
+    )
+    cluster.create_db(namespace, name, body["spec"])
+    wait_active(cluster, namespace, name, timeout_s=240)
+    try:
+        return wait_for(
+            lambda: instances_settled(cluster, namespace, name),
+            timeout=60,
+            interval=1,
+            what="one primary and two streaming replicas",
+        )
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{describe(cluster, namespace, name)}") from None
+
+
+def freezer(
+    cluster: Cluster, node: RealCluster, namespace: str, name: str, engine: Engine
+) -> Callable[[str], None]:
+    """Stops every process of an instance's engine container: its pod runs, its server answers
+    nothing (a node that stopped serving it, as seen from the network)."""
+
+    def freeze(instance: str) -> None:
+        pod = primary_pod(cluster, namespace, name, instance)
+        found = next(s for s in pod.status.container_statuses if s.name == engine.value)
+        container = found.container_id.split("//")[1]
+        node.ctr("tasks", "kill", "--all", "--signal", "SIGSTOP", container)
+
+    return freeze
+
+
+def deleter(cluster: Cluster, namespace: str, name: str) -> Callable[[str], None]:
+    """Deletes an instance's pod (its Deployment makes another at once, on the same volume)."""
+
+    def delete(instance: str) -> None:
+        pod = primary_pod(cluster, namespace, name, instance)
+        cluster.core.delete_namespaced_pod(pod.metadata.name, namespace)
+
+    return delete
+
+
 def lose_primary(
     cluster: Cluster,
     namespace: str,
@@ -281,43 +335,18 @@ def lose_primary(
 def test_the_primary_lost_or_moved_writes_resume_within_budget_and_nothing_acknowledged_is_lost(  # noqa: PLR0915
     real_cluster: Cluster, user_namespace: str, images: dict[str, str], real_node: RealCluster
 ) -> None:
-    """Three acts on one Database of three instances, a client writing throughout: its
+    """Five acts on one Database of three instances, a client writing throughout: its
     primary's container frozen (a failover: the most advanced replica is promoted), a
-    switchover back with `kubectl database switchover --wait`, its primary's pod deleted."""
+    switchover back with `kubectl database switchover --wait`, its primary's pod deleted, its
+    primary's engine killed, and a rollout of a new setting (replicas first, the primary last)."""
     ns, name = user_namespace, "orders"
-    body = on_local_images(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "engine": "postgres",
-                "replicas": 3,
-                "storage": {"size": "1Gi"},
-                "failover": {"enabled": True},
-            },
-        },
-        images,
+    settled = create_instances(
+        real_cluster, ns, name, images, engine="postgres", failover={"enabled": True}
     )
-    real_cluster.create_db(ns, name, body["spec"])
-    wait_active(real_cluster, ns, name, timeout_s=240)
-    try:
-        settled = wait_for(
-            lambda: instances_settled(real_cluster, ns, name),
-            timeout=60,
-            interval=1,
-            what="one primary and two streaming replicas",
-        )
-    except AssertionError as error:
-        raise AssertionError(f"{error}\n{describe(real_cluster, ns, name)}") from None
     assert settled["status"]["currentPrimary"] == f"{name}-1"
     acts: list[Act] = []
-
-    def freeze(instance: str) -> None:
-        # Every process of the engine's container stopped: the pod runs, the server answers
-        # nothing (a node that stopped serving it, as seen from the network).
-        pod = primary_pod(real_cluster, ns, name, instance)
-        engine = next(s for s in pod.status.container_statuses if s.name == "postgres")
-        container = engine.container_id.split("//")[1]
-        real_node.ctr("tasks", "kill", "--all", "--signal", "SIGSTOP", container)
+    freeze = freezer(real_cluster, real_node, ns, name, Engine.POSTGRES)
+    delete = deleter(real_cluster, ns, name)
 
     def switch_back(instance: str) -> None:
         del instance
@@ -330,13 +359,16 @@ def test_the_primary_lost_or_moved_writes_resume_within_budget_and_nothing_ackno
         assert done.returncode == 0, done.stderr
         assert f"primary: {name}-1" in done.stdout
 
-    def delete(instance: str) -> None:
-        pod = primary_pod(real_cluster, ns, name, instance)
-        real_cluster.core.delete_namespaced_pod(pod.metadata.name, ns)
-
     def roll(instance: str) -> None:
         del instance
         real_cluster.patch_db(ns, name, {"spec": {"parameters": {"work_mem": "8MB"}}})
+
+    def kill_engine(instance: str) -> None:
+        # The server killed in its container: the kubelet restarts the container, which reads
+        # its target (itself) again and recovers from its WAL.
+        pod = primary_pod(real_cluster, ns, name, instance)
+        engine = next(s for s in pod.status.container_statuses if s.name == "postgres")
+        real_node.ctr("tasks", "kill", "--signal", "SIGKILL", engine.container_id.split("//")[1])
 
     with client_pod(real_cluster, ns, images["postgresql"], f"{name}-connection") as app:
         app.psql("CREATE TABLE writes (id int PRIMARY KEY)")
@@ -356,6 +388,12 @@ def test_the_primary_lost_or_moved_writes_resume_within_budget_and_nothing_ackno
                     real_cluster, ns, name, writes, what="pod deleted", lose=delete, may_stay=True
                 )
             )
+            acts.append(
+                lose_primary(
+                    real_cluster, ns, name, writes, what="engine killed", lose=kill_engine,
+                    may_stay=True,
+                )
+            )  # fmt: skip
             primary_before = real_cluster.get_db(ns, name)["status"]["currentPrimary"]
             rolled_from = time.time()
             acts.append(lose_primary(real_cluster, ns, name, writes, what="rollout", lose=roll))
@@ -382,7 +420,7 @@ def test_the_primary_lost_or_moved_writes_resume_within_budget_and_nothing_ackno
         f"acknowledged, {len(lost)} lost {sorted(lost)}; at most {sampler.most} primary at once "
         f"in {sampler.samples} samples\n{events}"
     )
-    frozen, switched, deleted, rolled = acts
+    frozen, switched, deleted, _killed, rolled = acts
     print(f"rollout order: {order}")
     # Replicas first, one at a time; the primary last, after a switchover.
     assert order[-1] == primary_before, order
@@ -427,36 +465,9 @@ def test_a_frozen_redis_master_is_replaced_and_comes_back_as_a_replica(
     frozen (the most advanced replica promoted, the other replica follows it at once), then its
     master's pod deleted."""
     ns, name = user_namespace, "sessions"
-    body = on_local_images(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "engine": "redis",
-                "replicas": 3,
-                "storage": {"size": "1Gi"},
-                "failover": {"enabled": True},
-            },
-        },
-        images,
-    )
-    real_cluster.create_db(ns, name, body["spec"])
-    wait_active(real_cluster, ns, name, timeout_s=240)
-    wait_for(
-        lambda: instances_settled(real_cluster, ns, name),
-        timeout=60,
-        interval=1,
-        what="one master and two replicas",
-    )
-
-    def freeze(instance: str) -> None:
-        pod = primary_pod(real_cluster, ns, name, instance)
-        engine = next(s for s in pod.status.container_statuses if s.name == "redis")
-        container = engine.container_id.split("//")[1]
-        real_node.ctr("tasks", "kill", "--all", "--signal", "SIGSTOP", container)
-
-    def delete(instance: str) -> None:
-        pod = primary_pod(real_cluster, ns, name, instance)
-        real_cluster.core.delete_namespaced_pod(pod.metadata.name, ns)
+    create_instances(real_cluster, ns, name, images, engine="redis", failover={"enabled": True})
+    freeze = freezer(real_cluster, real_node, ns, name, Engine.REDIS)
+    delete = deleter(real_cluster, ns, name)
 
     redis = Engine.REDIS
     with client_pod(real_cluster, ns, images["redis"], f"{name}-connection", "redis") as app:
@@ -516,32 +527,9 @@ def test_in_zero_loss_mode_a_frozen_primary_loses_no_acknowledged_write(
     """spec.failover.synchronous: a commit is acknowledged once a replica has it, so the
     promoted replica (the most advanced) has every write the client was told of."""
     ns, name = user_namespace, "ledger"
-    body = on_local_images(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "engine": "postgres",
-                "replicas": 3,
-                "storage": {"size": "1Gi"},
-                "failover": {"enabled": True, "synchronous": True},
-            },
-        },
-        images,
-    )
-    real_cluster.create_db(ns, name, body["spec"])
-    wait_active(real_cluster, ns, name, timeout_s=240)
-    wait_for(
-        lambda: instances_settled(real_cluster, ns, name),
-        timeout=60,
-        interval=1,
-        what="one primary and two replicas",
-    )
-
-    def freeze(instance: str) -> None:
-        pod = primary_pod(real_cluster, ns, name, instance)
-        engine = next(s for s in pod.status.container_statuses if s.name == "postgres")
-        container = engine.container_id.split("//")[1]
-        real_node.ctr("tasks", "kill", "--all", "--signal", "SIGSTOP", container)
+    failover = {"enabled": True, "synchronous": True}
+    create_instances(real_cluster, ns, name, images, engine="postgres", failover=failover)
+    freeze = freezer(real_cluster, real_node, ns, name, Engine.POSTGRES)
 
     with client_pod(real_cluster, ns, images["postgresql"], f"{name}-connection") as app:
         assert app.psql("SHOW synchronous_standby_names") == "ANY 1 (*)"
@@ -614,3 +602,63 @@ def test_a_running_database_moves_to_instances_with_its_data_and_one_restart_of_
     assert set(claims) == {f"{name}-data", f"{name}-2-data"}
     deployments = {d.metadata.name for d in real_cluster.apps.list_namespaced_deployment(ns).items}
     assert deployments == {f"{name}-1", f"{name}-2"}
+
+
+def test_a_replica_lagging_beyond_max_lag_is_never_promoted(
+    real_cluster: Cluster, user_namespace: str, images: dict[str, str], real_node: RealCluster
+) -> None:
+    """One replica's WAL receiver stopped while 4 MiB of WAL are written (maxLag 1 MiB): when
+    the primary freezes, the other replica is promoted, never the lagging one."""
+    ns, name = user_namespace, "orders"
+    failover = {"enabled": True, "maxLag": 1024 * 1024}
+    create_instances(real_cluster, ns, name, images, engine="postgres", failover=failover)
+    lagging = primary_pod(real_cluster, ns, name, f"{name}-3")
+    receiver = _process(real_node, lagging, "walreceiver")
+    os.kill(receiver, signal.SIGSTOP)
+    try:
+        with client_pod(real_cluster, ns, images["postgresql"], f"{name}-connection") as app:
+            app.psql("CREATE TABLE bulk AS SELECT g, repeat('x', 1000) AS pad "
+                     "FROM generate_series(1, 4000) AS g")  # fmt: skip
+            behind = wait_for(
+                lambda: _lag_of(real_cluster, ns, name, f"{name}-3", more_than=1024 * 1024),
+                timeout=60,
+                interval=1,
+                what=f"{name}-3 more than 1 MiB behind",
+            )
+            freezer(real_cluster, real_node, ns, name, Engine.POSTGRES)(f"{name}-1")
+            promoted = wait_for(
+                lambda: _new_primary(real_cluster, ns, name, f"{name}-1"),
+                timeout=60,
+                interval=0.5,
+                what="a new primary",
+            )
+            count = until_answers(lambda: app.psql("SELECT count(*) FROM bulk"))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(receiver, signal.SIGCONT)
+    print(f"\n{name}-3 was {behind} bytes behind; promoted: {promoted['status']['currentPrimary']}")
+    assert promoted["status"]["currentPrimary"] == f"{name}-2"
+    assert count == "4000"
+
+
+def _process(node: RealCluster, pod: Any, word: str) -> int:
+    """The host PID of the process of ``pod`` whose command line holds ``word``."""
+    uid = pod.metadata.uid
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cgroups = (entry / "cgroup").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if (uid in cgroups or uid.replace("-", "_") in cgroups) and word in cmdline:
+            return int(entry.name)
+    raise AssertionError(f"no process {word!r} of pod {pod.metadata.name} ({node.node_name})")
+
+
+def _lag_of(cluster: Cluster, namespace: str, name: str, instance: str, more_than: int) -> int:
+    for found in cluster.get_db(namespace, name)["status"].get("instances") or []:
+        if found["name"] == instance and (found.get("lagBytes") or 0) > more_than:
+            return int(found["lagBytes"])
+    return 0
