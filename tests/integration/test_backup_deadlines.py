@@ -68,11 +68,15 @@ def active_database(cluster: Cluster, namespace: str, name: str, **backup: Any) 
         lambda: cluster.apps.list_namespaced_deployment(namespace).items,
         what="the Database's Deployment",
     )
-    play_kubelet(cluster, namespace, name)
-    wait_for(
-        lambda: cluster.get_db(namespace, name).get("status", {}).get("phase") == "Active",
-        what=f"Database {name} Active",
-    )
+
+    def active() -> bool:
+        # Reported again at each try, as the Deployment controller would for a generation the
+        # operator wrote after the first report (a fresh-clone run under load once timed out
+        # waiting here; alone it never did).
+        play_kubelet(cluster, namespace, name)
+        return bool(cluster.get_db(namespace, name).get("status", {}).get("phase") == "Active")
+
+    wait_for(active, interval=1, what=f"Database {name} Active")
 
 
 def backup_status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:

@@ -28,7 +28,15 @@ from database_operator.clock import Clock
 from database_operator.desired.common import TARGET_PRIMARY_KEY, engine_facts, object_meta
 from database_operator.events import EventSink
 from database_operator.failover import probe
-from database_operator.failover.decide import Memory, PodFacts, Seen, Target, decide, statuses
+from database_operator.failover.decide import (
+    ANY,
+    Memory,
+    PodFacts,
+    Seen,
+    Target,
+    decide,
+    statuses,
+)
 from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
 from database_operator.ownership import is_ours
@@ -97,7 +105,7 @@ async def tend(
     # After a restart of the operator: a primary served before if the status named one.
     memory.confirmed = memory.confirmed or db.status.current_primary is not None
     request = _switchover(db, config)
-    wanted = request.split()[0] if request else ("any" if rollout_switchover else None)
+    wanted = request.split()[0] if request else (ANY if rollout_switchover else None)
     plan = decide(seen, target, memory, now, _failover(db), switchover=wanted)
     failed_over = None
 
