@@ -39,7 +39,7 @@ from database_operator.failover.decide import (
 )
 from database_operator.kube import ApiError, KubeApi
 from database_operator.manifest import Manifest
-from database_operator.ownership import is_ours
+from database_operator.ownership import controller_of, is_ours
 from database_operator.reasons import Problem, Reason
 from database_operator.status import InstancesSeen
 
@@ -258,7 +258,8 @@ async def _look(kube: KubeApi, db: Database, login: probe.Credentials) -> list[S
     async for page in kube.list_pages("Pod", db.namespace, selector):
         for pod in page:
             facts = PodFacts.of(pod)
-            pods.setdefault(facts.instance, []).append(facts)
+            if _made_for(pod, facts.instance):
+                pods.setdefault(facts.instance, []).append(facts)
     port = engine_facts(db).port
     instances = [Seen(name, tuple(found)) for name, found in pods.items()]
 
@@ -270,6 +271,16 @@ async def _look(kube: KubeApi, db: Database, login: probe.Credentials) -> list[S
         return Seen(instance.name, instance.pods, engine)
 
     return list(await asyncio.gather(*(asked(instance) for instance in instances)))
+
+
+def _made_for(pod: Manifest, instance: str) -> bool:
+    """Whether ``pod`` is one the instance's Deployment made (its controller a ReplicaSet
+    ``<instance>-<hash>``): a pod of anyone else's that carries the labels is never labelled
+    or deleted."""
+    controller = controller_of(pod) or {}
+    return controller.get("kind") == "ReplicaSet" and str(controller.get("name", "")).startswith(
+        f"{instance}-"
+    )
 
 
 async def _label(kube: KubeApi, db: Database, pod: PodFacts, role: str | None) -> None:

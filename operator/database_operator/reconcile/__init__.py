@@ -189,8 +189,13 @@ async def _turns(
     turn = rollout.plan(deployments, found, db.status)
     if turn.next is not None:
         events("Normal", "RollingOut", f"updating instance {turn.next}; the primary goes last")
-    if await _old_primary_runs(kube, db, observed):
-        turn.held.append(desired.instance_name(db, 1))
+    first = desired.instance_name(db, 1)
+    # Only before <name>-1 exists: once made, the old primary was gone (and no pod list is
+    # asked for at every look of a Database that moved long ago).
+    if observed.children.get(("Deployment", first)) is None and await _old_primary_runs(
+        kube, db, observed
+    ):
+        turn.held.append(first)
     return turn
 
 
