@@ -51,6 +51,9 @@ class EventRecorder:
         }
 
         def post(type_: str, reason: str, message: str) -> None:
+            # Logged too: the log is where a failover's steps are read in order, with the
+            # reconciles around them (and where a CI run's failure is read).
+            get_logger().info("event", type=type_, reason=reason, message=message, **_ref(involved))
             task = asyncio.create_task(self._post(involved, type_, reason, message))
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)

@@ -167,3 +167,24 @@ def bucket(host_store: ObjectStore, real_cluster: Cluster, user_namespace: str) 
             "credentialsSecretRef": {"name": "backup-credentials"},
         }
     }
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed story's report carries what the operator said and did in its namespace: the
+    namespace's Events and the leader's log lines that name it (a CI log is all there is)."""
+    report = yield
+    release = item.funcargs.get("operator_release") if hasattr(item, "funcargs") else None
+    namespace = item.funcargs.get("user_namespace") if hasattr(item, "funcargs") else None
+    if report.when == "call" and report.failed and release and namespace:
+        events = release.cluster.kubectl(
+            "get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False
+        )
+        report.sections.append(("Events", "\n".join(events.splitlines()[-40:])))
+        try:
+            said = release.logs(release.leader(), tail=20_000).splitlines()
+        except Exception as error:  # a report must not fail on its extras
+            said = [f"(no operator log: {error})"]
+        ours = [line for line in said if namespace in line]
+        report.sections.append(("operator", "\n".join(ours[-60:])))
+    return report

@@ -38,6 +38,7 @@ from database_operator.failover.decide import (
     statuses,
 )
 from database_operator.kube import ApiError, KubeApi
+from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
 from database_operator.ownership import controller_of, is_ours
 from database_operator.reasons import Problem, Reason
@@ -160,6 +161,13 @@ async def _promote(
     assert pod is not None and pod.address is not None
     engine, port = db.spec.engine, engine_facts(db).port
     if not await probe.promote(engine, pod.address, port, login):
+        get_logger().warning(
+            "promotion not confirmed: tried again at the next look",
+            namespace=db.namespace,
+            name=db.name,
+            instance=promoted.name,
+            pod=pod.name,
+        )
         return False
     if _failover(db).synchronous:  # before any client reaches it
         await probe.set_synchronous(engine, pod.address, port, login, on=True)
