@@ -13,6 +13,11 @@ A child is the Database's when the operator created it for that Database:
   them, so the evidence is needed once. A user's object has neither the labels nor our field
   manager unless someone forged both on purpose.
 
+- the name holder of a Database with spec.failover (the Deployment ``<name>`` with no pod,
+  desired.name_holder) carries ``HOLDS_NAME_FOR`` and an owner reference to the Database that is
+  not a controller's: to every earlier version it is a namesake, which makes an earlier
+  operator refuse the Database instead of starting a second primary on ``<name>-data``.
+
 Anything else by that name — a user's Secret, an unrelated Service — is foreign: never adopted,
 changed or deleted, only reported.
 """
@@ -27,6 +32,8 @@ from database_operator.manifest import Manifest
 #: Annotation on the kept children (generated Secret, PVC): the name of the Database they were
 #: created for. A user can write it on a PVC of theirs to hand it over to a Database.
 CREATED_FOR = f"{GROUP}/created-for"
+#: Annotation on a Database's name holder (see the module docstring): the Database's name.
+HOLDS_NAME_FOR = f"{GROUP}/holds-name-for"
 #: The field manager of every write the operator makes (all versions), and the value of the
 #: ``app.kubernetes.io/managed-by`` label on its children.
 FIELD_MANAGER = "database-operator"
@@ -70,7 +77,18 @@ def is_ours(observed: Manifest, db: Database) -> bool:
         return bool(
             controller.get("kind") == KIND and controller.get("uid") == db.metadata.get("uid")
         )
-    return left_by_earlier_version(observed, db)
+    return holds_name_for(observed, db) or left_by_earlier_version(observed, db)
+
+
+def holds_name_for(observed: Manifest, db: Database) -> bool:
+    """Whether ``observed`` is ``db``'s name holder: marked so, and owned by ``db`` itself
+    (its uid), not by a namesake that was."""
+    meta = observed.get("metadata", {})
+    if (meta.get("annotations") or {}).get(HOLDS_NAME_FOR) != db.name:
+        return False
+    uid = db.metadata.get("uid")
+    owners = meta.get("ownerReferences") or []
+    return any(ref.get("kind") == KIND and ref.get("uid") == uid for ref in owners)
 
 
 def _names_us(observed: Manifest, db: Database) -> bool:

@@ -77,19 +77,20 @@ def test_instances_are_a_deployment_and_a_claim_each_and_a_configmap_names_the_p
     assert [(i["name"], i["role"]) for i in status["instances"]] == [
         (name, "unknown") for name in names
     ]
-    # No Deployment named after the Database: the instances replace the primary's.
+    # The Deployment named after the Database runs no pod: it holds the name against an
+    # earlier operator (a rollback), which would start a primary there.
     deployments = {
-        d.metadata.name for d in cluster.apps.list_namespaced_deployment(namespace).items
+        d.metadata.name: d for d in cluster.apps.list_namespaced_deployment(namespace).items
     }
-    assert deployments == set(names)
+    assert set(deployments) == {*names, "ha"}
+    assert deployments["ha"].spec.replicas == 0
+    assert [ref.controller for ref in deployments["ha"].metadata.owner_references] == [False]
 
     # Scaled down: the last instance's Deployment goes, its claim stays.
     cluster.patch_db(namespace, "ha", {"spec": {"replicas": 2}})
     wait_for_status(cluster, namespace, "ha", "scaled", observed)
-    deployments = {
-        d.metadata.name for d in cluster.apps.list_namespaced_deployment(namespace).items
-    }
-    assert deployments == {"ha-1", "ha-2"}
+    left = {d.metadata.name for d in cluster.apps.list_namespaced_deployment(namespace).items}
+    assert left == {"ha-1", "ha-2", "ha"}
     claims = {
         c.metadata.name
         for c in cluster.core.list_namespaced_persistent_volume_claim(namespace).items
@@ -111,14 +112,18 @@ def test_a_database_moved_to_instances_keeps_its_volume_for_the_first_and_drops_
     cluster.create_db(namespace, "db", {"replicas": 3, "storage": {"size": "1Gi"}})
     wait_for_status(cluster, namespace, "db", "first reconcile", observed)
     before = cluster.core.read_namespaced_persistent_volume_claim("db-data", namespace)
+    primary = cluster.apps.read_namespaced_deployment("db", namespace)
 
     cluster.patch_db(namespace, "db", {"spec": {"failover": {"enabled": True}}})
 
     def moved() -> set[str] | None:
         names = {d.metadata.name for d in cluster.apps.list_namespaced_deployment(namespace).items}
-        return names if names == {"db-1", "db-2", "db-3"} else None
+        return names if names == {"db-1", "db-2", "db-3", "db"} else None
 
     wait_for(moved, timeout=30, what="the instances' Deployments in place of the old ones")
+    holder = cluster.apps.read_namespaced_deployment("db", namespace)
+    assert holder.metadata.uid != primary.metadata.uid  # the primary's is gone
+    assert holder.spec.replicas == 0
     first = cluster.apps.read_namespaced_deployment("db-1", namespace)
     claim = first.spec.template.spec.volumes[0].persistent_volume_claim.claim_name
     assert claim == "db-data"

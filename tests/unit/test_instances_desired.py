@@ -16,6 +16,7 @@ from database_operator.desired.common import (
 )
 from database_operator.desired.storage import pvcs
 from database_operator.desired.workload import instance_deployments
+from database_operator.ownership import CREATED_FOR, HOLDS_NAME_FOR, controller_of, is_ours
 
 UID = "0b1c2d3e-0000-4000-8000-000000000001"
 SECRET = "shop-db-secret"
@@ -45,11 +46,21 @@ def keys(children: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def deployments(db: Database) -> dict[str, dict[str, Any]]:
+    """The Deployments that run pods (the name holder aside)."""
     return {
         child["metadata"]["name"]: child
         for child in desired.children(db)
-        if child["kind"] == "Deployment"
+        if child["kind"] == "Deployment" and not is_holder(child)
     }
+
+
+def is_holder(child: dict[str, Any]) -> bool:
+    return HOLDS_NAME_FOR in (child["metadata"].get("annotations") or {})
+
+
+def name_holder(db: Database) -> dict[str, Any]:
+    [found] = [child for child in desired.children(db) if is_holder(child)]
+    return found
 
 
 def engine_container(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -91,6 +102,7 @@ def test_the_children_are_a_deployment_per_instance_the_two_services_and_a_claim
         ("Deployment", "shop-1"),
         ("Deployment", "shop-2"),
         ("Deployment", "shop-3"),
+        ("Deployment", "shop"),
         ("Service", "shop"),
         ("Service", "shop-replicas"),
         ("PersistentVolumeClaim", "shop-data"),
@@ -220,8 +232,9 @@ def test_no_literal_password_in_command_args_env_probes_or_hooks() -> None:
 def test_surplus_names_the_instances_scaled_away() -> None:
     db = make_db(replicas=2)
 
-    # And the Deployments of the layout before instances (a Database moved to them).
-    former = [("Deployment", "shop"), ("Deployment", "shop-replicas")]
+    # And the read replicas' Deployment of the layout before instances (a Database moved to
+    # them); the primary's is the name holder's name.
+    former = [("Deployment", "shop-replicas")]
     assert desired.surplus(db) == former + [("Deployment", f"shop-{n}") for n in range(3, 11)]
 
 
@@ -231,7 +244,7 @@ def test_surplus_never_names_the_target_primary() -> None:
     surplus = desired.surplus(db)
 
     assert ("Deployment", "shop-3") not in surplus
-    assert surplus[2:] == [("Deployment", f"shop-{n}") for n in range(4, 11)]
+    assert surplus[1:] == [("Deployment", f"shop-{n}") for n in range(4, 11)]
 
 
 def test_surplus_with_one_instance_names_the_read_service_and_the_others() -> None:
@@ -251,6 +264,47 @@ def test_hibernating_keeps_the_first_instance_with_no_pod() -> None:
     assert found["shop-1"]["spec"]["replicas"] == 0
     assert ("Deployment", "shop-1") not in desired.surplus(db)
     assert ("PersistentVolumeClaim", "shop-data") in keys(desired.children(db))
+
+
+# --- the name holder: an earlier operator refuses a Database with instances ------------------
+
+
+def test_the_name_holder_runs_no_pod_mounts_nothing_and_selects_no_database_pod() -> None:
+    holder = name_holder(make_db())
+    spec = holder["spec"]
+    labels = spec["selector"]["matchLabels"]
+
+    assert spec["replicas"] == 0
+    assert "volumes" not in spec["template"]["spec"]
+    assert spec["template"]["metadata"]["labels"] == labels
+    for deployment in deployments(make_db()).values():
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert not labels.items() <= pod_labels.items()
+
+
+def test_the_name_holder_is_owned_by_the_database_but_not_controlled() -> None:
+    meta = name_holder(make_db())["metadata"]
+
+    [owner] = meta["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("Database", UID, False)
+    assert meta["annotations"][HOLDS_NAME_FOR] == "shop"
+
+
+def test_the_name_holder_is_this_versions_own_and_foreign_to_earlier_ones() -> None:
+    db = make_db()
+    holder = {**name_holder(db), "metadata": {**name_holder(db)["metadata"], "uid": "h1"}}
+    namesake = make_db().model_copy(update={"metadata": {**db.metadata, "uid": "another"}})
+
+    assert is_ours(holder, db)
+    assert not is_ours(holder, namesake)
+    # What an earlier version asks (ownership.py at e183ecd): a controller reference to the
+    # Database, else the created-for mark, else (a Secret or a claim only) the labels.
+    assert controller_of(holder) is None
+    assert CREATED_FOR not in holder["metadata"]["annotations"]
+
+
+def test_a_hibernating_database_keeps_its_name_holder() -> None:
+    assert name_holder(make_db(replicas=0))["spec"]["replicas"] == 0
 
 
 # --- without failover -----------------------------------------------------------------------

@@ -257,3 +257,75 @@ def test_the_upgrade_pods_annotation_rolls_only_that_database_onto_this_versions
     assert service.spec.selector[ROLE_LABEL] == "primary"
     others_untouched(upgrade, snapshot(cluster, namespace), {"pg-scratch", "redis-scratch"})
     assert current.stop() == 0, current.log_text()[-3000:]
+
+
+#: The Databases of the previous version's mix moved to instances (spec.failover turned on).
+MOVED = {"pg-replicas": ["pg-replicas-1", "pg-replicas-2"], "redis-replicas": [
+    "redis-replicas-1", "redis-replicas-2", "redis-replicas-3"]}  # fmt: skip
+
+
+def moved_layout(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]] | None:
+    """The namespace's objects once every moved Database runs its instances: their
+    Deployments, and the name holder (no pod) in place of the primary's."""
+    now = snapshot(cluster, namespace)
+    for name, instances in MOVED.items():
+        if not all(f"Deployment/{instance}" in now for instance in instances):
+            return None
+        if f"Deployment/{name}-replicas" in now or now[f"Deployment/{name}"]["replicas"] != 0:
+            return None
+    return now
+
+
+def test_a_database_moved_to_instances_keeps_its_data_and_the_previous_version_refuses_it(
+    upgrades: Upgrades,
+) -> None:
+    """spec.failover turned on for Databases the previous version made (a primary and read
+    replicas): the first instance runs on the primary's claim, no Secret or claim is replaced.
+    Then a rollback to the previous version: it finds the name holder foreign and refuses the
+    moved Databases (ChildNameConflict), writing none of their children, instead of starting a
+    second primary on the claim that the first instance runs on."""
+    upgrade = upgrades.of(PREVIOUS)
+    cluster, namespace = upgrades.cluster, upgrade.namespace
+    install_crds(cluster.kubeconfig)
+    current = upgrades.operator("move.log", namespace, None)
+    for name in MOVED:
+        cluster.patch_db(namespace, name, {"spec": {"failover": {"enabled": True}}})
+    moved = wait_for(
+        lambda: moved_layout(cluster, namespace), timeout=60, what="the instances in place"
+    )
+    assert current.stop() == 0, current.log_text()[-3000:]
+    claim = cluster.apps.read_namespaced_deployment("pg-replicas-1", namespace)
+    volumes = claim.spec.template.spec.volumes
+    assert [v.persistent_volume_claim.claim_name for v in volumes if v.persistent_volume_claim] == [
+        "pg-replicas-data"
+    ]
+    for key, before in upgrade.before.items():
+        if key.split("/")[0] in ("Secret", "PersistentVolumeClaim"):
+            assert_kept(key, before, moved.get(key), "after the move to instances")
+
+    counted = write_requests(cluster)
+    install_crds(cluster.kubeconfig, upgrades.source(PREVIOUS) / "config" / "crd" / "bases")
+    previous = upgrades.operator(f"rollback-to-{PREVIOUS.name}.log", namespace, PREVIOUS)
+
+    def refused(name: str) -> bool:
+        ready = condition(cluster.get_db(namespace, name), "Ready") or {}
+        return ready.get("reason") == "ChildNameConflict" and len(previous.resyncs(name)) >= 2
+
+    try:
+        wait_for(lambda: all(refused(name) for name in MOVED), timeout=60, what="refusals")
+    finally:
+        log = previous.log_text()
+        assert previous.stop() == 0, log[-3000:]
+        install_crds(cluster.kubeconfig)
+    ready = condition(cluster.get_db(namespace, "pg-replicas"), "Ready") or {}
+    assert "Deployment 'pg-replicas'" in ready["message"], ready
+    writes = writes_since(cluster, counted)
+    FIGURES.append(f"rollback of moved Databases to {PREVIOUS.name}: writes {writes}")
+    after = snapshot(cluster, namespace)
+    for key, before in moved.items():
+        assert_kept(key, before, after.get(key), "after the rollback")
+        if key.split("/")[1].startswith(tuple(MOVED)):  # theirs: not one field written
+            assert after[key] == before, key
+    created = sorted(set(after) - set(moved))
+    assert created == [], f"the previous version made {created} beside the instances"
+    assert not [key for key in writes if key.split(" ")[0] == "DELETE"], writes

@@ -27,7 +27,11 @@ FIRST_COMPLETE = Version("0.1.0", "ad0e02cfdb94a05481a23c85c0d512b1f5dade78", re
 #: webhooks, backups.
 BEFORE_ISSUE_24 = Version("5de2295", "5de22953a0613e078dababb21fb0b3289054e7f7", replicas=True)
 
+#: The commit before issue 39's work (main's head then): a primary Deployment and a read
+#: replicas' Deployment, and no spec.failover.
+BEFORE_ISSUE_39 = Version("e183ecd", "e183ecd773fdb16ef39a5d84d2c12498d7b7be02", replicas=True)
+
 #: Every version an upgrade is tested from, oldest first.
-EARLIER = (FIRST_COMPLETE, BEFORE_ISSUE_24)
+EARLIER = (FIRST_COMPLETE, BEFORE_ISSUE_24, BEFORE_ISSUE_39)
 #: The version a downgrade is tested to (it must keep every Secret and PVC).
-PREVIOUS = BEFORE_ISSUE_24
+PREVIOUS = BEFORE_ISSUE_39

@@ -7,7 +7,8 @@ a caller can compare, apply and test them freely.
 - `children` is what every reconcile applies: the primary's Deployment and Service, the read
   replicas' Deployment and Service (when there are read replicas), the PVC with storage. With
   spec.failover, one Deployment (and claim) per instance instead of the primary's and the read
-  replicas' Deployments; the Services select the pods by the role the operator labels.
+  replicas' Deployments, and the name holder ``<name>`` (no pod: it keeps an older operator
+  from starting a primary there); the Services select the pods by the role the operator labels.
   `surplus` names those that must not exist (read replicas or instances scaled away).
 - `secret` is separate: it needs a password and is created once, only when the Database has no
   credentialsSecretRef, and never re-applied (that would rotate the password).
@@ -67,6 +68,7 @@ from database_operator.desired.workload import (
     deployment,
     image,
     instance_deployments,
+    name_holder,
     replicas_deployment,
 )
 from database_operator.manifest import Manifest
@@ -76,6 +78,7 @@ def _built(db: Database, credentials_checksum: str | None = None) -> list[Manife
     if has_instances(db):
         return [
             *instance_deployments(db, credentials_checksum),
+            name_holder(db),
             service(db),
             *filter(None, [read_service(db)]),
             *pvcs(db),
@@ -106,15 +109,16 @@ def surplus(db: Database) -> list[tuple[str, str]]:
     """(kind, name) of the children that must not exist for this spec: the read replicas'
     Deployment and Service when there are no read replicas; with spec.failover, the
     Deployments of the instances scaled away (their claims are kept) — but never the target
-    primary's, whose data would be lost to writes — and those of the primary and the read
-    replicas, for a Database moved to instances."""
+    primary's, whose data would be lost to writes — and the read replicas', for a Database
+    moved to instances (its primary's gives way to the name holder)."""
     unwanted = [] if read_replica_count(db) else [("Service", replicas_name(db))]
     if not has_instances(db):
         if not read_replica_count(db):
             unwanted.insert(0, ("Deployment", replicas_name(db)))
         return unwanted
-    # A Database moved to instances: the Deployments of the primary and read replicas go.
-    unwanted += [("Deployment", db.name), ("Deployment", replicas_name(db))]
+    # A Database moved to instances: the read replicas' Deployment goes (the primary's is
+    # replaced by the name holder, its selector being another).
+    unwanted.append(("Deployment", replicas_name(db)))
     return unwanted + [
         ("Deployment", instance_name(db, number))
         for number in range(instance_count(db) + 1, MAX_REPLICAS + 1)

@@ -31,6 +31,7 @@ from database_operator.desired.common import (
     instances_config_name,
     labels,
     object_meta,
+    owner_reference,
     primary_count,
     pvc_name,
     read_replica_count,
@@ -42,6 +43,10 @@ from database_operator.desired.common import (
 from database_operator.desired.monitoring import exporter_container
 from database_operator.engines import parameter_args
 from database_operator.manifest import Manifest
+from database_operator.ownership import HOLDS_NAME_FOR
+
+#: The name holder's component label: no database pod has it, so it selects none.
+NAME_HOLDER_COMPONENT = "name-holder"
 
 
 def image(db: Database) -> str:
@@ -307,6 +312,46 @@ def instance_deployments(db: Database, credentials_checksum: str | None = None) 
         _deployment(db, name, primary_count(db), credentials_checksum, PRIMARY, instance=name)
         for name in instance_names(db)
     ]
+
+
+def name_holder(db: Database) -> Manifest:
+    """spec.failover: the Deployment ``<name>``, which runs no pod and holds the name of the
+    single primary's Deployment. An operator older than spec.failover (a rollback) finds it
+    foreign (no controller reference: ownership.py) and refuses the Database with a
+    ChildNameConflict, instead of starting a second primary on ``<name>-data`` beside
+    ``<name>-1``. Its pod, should anyone scale it, mounts nothing and exits at once."""
+    owner = owner_reference(db, controller=False)
+    meta = object_meta(db, db.name, [owner] if owner else [])
+    meta["labels"] |= {"app.kubernetes.io/component": NAME_HOLDER_COMPONENT}
+    meta["annotations"] = {HOLDS_NAME_FOR: db.name}
+    selector = selector_labels(db) | {"app.kubernetes.io/component": NAME_HOLDER_COMPONENT}
+    container = {
+        "name": "holder",
+        "image": image(db),
+        "command": ["false"],
+        "securityContext": container_security_context(),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": selector},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 65534,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [container],
+                },
+            },
+        },
+    }
 
 
 def _deployment(

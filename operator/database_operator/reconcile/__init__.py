@@ -26,7 +26,7 @@ from database_operator.failover.decide import Memory
 from database_operator.failover.tend import tend
 from database_operator.kube import KubeApi
 from database_operator.manifest import Manifest
-from database_operator.ownership import conflict, conflict_message, is_ours
+from database_operator.ownership import conflict, conflict_message, holds_name_for, is_ours
 from database_operator.reasons import Problem, Reason
 from database_operator.reconcile.apply import ensure_children, ensure_credentials, remove_surplus
 from database_operator.reconcile.finalizer import finalize
@@ -204,12 +204,11 @@ def _held(child: Manifest, held: tuple[str, ...]) -> bool:
 
 
 async def _old_primary_runs(kube: KubeApi, db: Database, observed: Observed) -> bool:
-    """Whether the primary of a Database's former layout (its Deployment ``<name>``, or a pod
-    of it still stopping) may still run on ``<name>-data``."""
-    if any(
-        obj["kind"] == "Deployment" and obj["metadata"]["name"] == db.name
-        for obj in observed.surplus
-    ):
+    """Whether the primary of a Database's former layout (its Deployment ``<name>``, until
+    the name holder replaces it, or a pod of it still stopping) may still run on
+    ``<name>-data``."""
+    former = observed.children.get(("Deployment", db.name))
+    if former is not None and not holds_name_for(former, db):
         return True
     selector = ",".join(
         [f"{key}={value}" for key, value in desired.selector_labels(db, desired.PRIMARY).items()]
