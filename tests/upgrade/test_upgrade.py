@@ -259,16 +259,24 @@ def test_the_upgrade_pods_annotation_rolls_only_that_database_onto_this_versions
     assert current.stop() == 0, current.log_text()[-3000:]
 
 
-#: The Databases of the previous version's mix moved to instances (spec.failover turned on).
-MOVED = {"pg-replicas": ["pg-replicas-1", "pg-replicas-2"], "redis-replicas": [
-    "redis-replicas-1", "redis-replicas-2", "redis-replicas-3"]}  # fmt: skip
+def to_move(version: Version) -> dict[str, list[str]]:
+    """The Databases of ``version``'s mix moved to instances (spec.failover turned on), and
+    their instances: its read replicas' where it has them, else a single primary's."""
+    if not version.replicas:
+        return {"pg-kept": ["pg-kept-1"]}
+    return {
+        "pg-replicas": ["pg-replicas-1", "pg-replicas-2"],
+        "redis-replicas": ["redis-replicas-1", "redis-replicas-2", "redis-replicas-3"],
+    }
 
 
-def moved_layout(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]] | None:
+def moved_layout(
+    cluster: Cluster, namespace: str, moving: dict[str, list[str]]
+) -> dict[str, dict[str, Any]] | None:
     """The namespace's objects once every moved Database runs its instances: their
     Deployments, and the name holder (no pod) in place of the primary's."""
     now = snapshot(cluster, namespace)
-    for name, instances in MOVED.items():
+    for name, instances in moving.items():
         if not all(f"Deployment/{instance}" in now for instance in instances):
             return None
         if f"Deployment/{name}-replicas" in now or now[f"Deployment/{name}"]["replicas"] != 0:
@@ -277,55 +285,66 @@ def moved_layout(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]] 
 
 
 def test_a_database_moved_to_instances_keeps_its_data_and_the_previous_version_refuses_it(
-    upgrades: Upgrades,
+    upgrades: Upgrades, upgrade: Upgrade
 ) -> None:
-    """spec.failover turned on for Databases the previous version made (a primary and read
-    replicas): the first instance runs on the primary's claim, no Secret or claim is replaced.
-    Then a rollback to the previous version: it finds the name holder foreign and refuses the
-    moved Databases (ChildNameConflict), writing none of their children, instead of starting a
-    second primary on the claim that the first instance runs on."""
-    upgrade = upgrades.of(PREVIOUS)
+    """spec.failover turned on for Databases an earlier version made (a primary, and read
+    replicas where it has them): the first instance runs on the primary's claim, no Secret or
+    claim is replaced. Then a rollback to the previous version: it finds the name holder
+    foreign and refuses the moved Databases (ChildNameConflict), writing none of their
+    children, instead of starting a second primary on the claim the first instance runs on."""
     cluster, namespace = upgrades.cluster, upgrade.namespace
+    moving = to_move(upgrade.version)
     install_crds(cluster.kubeconfig)
-    current = upgrades.operator("move.log", namespace, None)
-    for name in MOVED:
+    current = upgrades.operator(f"move-{upgrade.version.name}.log", namespace, None)
+    for name in moving:
         cluster.patch_db(namespace, name, {"spec": {"failover": {"enabled": True}}})
     moved = wait_for(
-        lambda: moved_layout(cluster, namespace), timeout=60, what="the instances in place"
+        lambda: moved_layout(cluster, namespace, moving), timeout=60, what="the instances"
     )
     assert current.stop() == 0, current.log_text()[-3000:]
-    claim = cluster.apps.read_namespaced_deployment("pg-replicas-1", namespace)
-    volumes = claim.spec.template.spec.volumes
-    assert [v.persistent_volume_claim.claim_name for v in volumes if v.persistent_volume_claim] == [
-        "pg-replicas-data"
+    first = next(iter(moving))
+    claims = [
+        volume.persistent_volume_claim.claim_name
+        for volume in cluster.apps.read_namespaced_deployment(
+            f"{first}-1", namespace
+        ).spec.template.spec.volumes
+        if volume.persistent_volume_claim
     ]
+    assert claims == [f"{first}-data"]
     for key, before in upgrade.before.items():
         if key.split("/")[0] in ("Secret", "PersistentVolumeClaim"):
             assert_kept(key, before, moved.get(key), "after the move to instances")
 
     counted = write_requests(cluster)
     install_crds(cluster.kubeconfig, upgrades.source(PREVIOUS) / "config" / "crd" / "bases")
-    previous = upgrades.operator(f"rollback-to-{PREVIOUS.name}.log", namespace, PREVIOUS)
+    previous = upgrades.operator(
+        f"rollback-{upgrade.version.name}-to-{PREVIOUS.name}.log", namespace, PREVIOUS
+    )
 
     def refused(name: str) -> bool:
         ready = condition(cluster.get_db(namespace, name), "Ready") or {}
         return ready.get("reason") == "ChildNameConflict" and len(previous.resyncs(name)) >= 2
 
     try:
-        wait_for(lambda: all(refused(name) for name in MOVED), timeout=60, what="refusals")
+        wait_for(lambda: all(refused(name) for name in moving), timeout=60, what="refusals")
     finally:
         log = previous.log_text()
         assert previous.stop() == 0, log[-3000:]
         install_crds(cluster.kubeconfig)
-    ready = condition(cluster.get_db(namespace, "pg-replicas"), "Ready") or {}
-    assert "Deployment 'pg-replicas'" in ready["message"], ready
+    ready = condition(cluster.get_db(namespace, first), "Ready") or {}
+    assert f"Deployment '{first}'" in ready["message"], ready
     writes = writes_since(cluster, counted)
-    FIGURES.append(f"rollback of moved Databases to {PREVIOUS.name}: writes {writes}")
+    FIGURES.append(
+        f"{', '.join(moving)} made by {upgrade.version.name}, moved to instances, rolled back "
+        f"to {PREVIOUS.name}: writes {writes}"
+    )
     after = snapshot(cluster, namespace)
+
+    def theirs(key: str) -> bool:
+        return key.split("/")[1].startswith(tuple(moving))
+
     for key, before in moved.items():
-        assert_kept(key, before, after.get(key), "after the rollback")
-        if key.split("/")[1].startswith(tuple(MOVED)):  # theirs: not one field written
-            assert after[key] == before, key
-    created = sorted(set(after) - set(moved))
+        if theirs(key):  # not one field written (the others' are the earlier tests' business)
+            assert after.get(key) == before, key
+    created = sorted(key for key in set(after) - set(moved) if theirs(key))
     assert created == [], f"the previous version made {created} beside the instances"
-    assert not [key for key in writes if key.split(" ")[0] == "DELETE"], writes
