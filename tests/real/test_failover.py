@@ -551,6 +551,85 @@ def test_in_zero_loss_mode_a_frozen_primary_loses_no_acknowledged_write(
     assert lost == set(), sorted(lost)
 
 
+#: Seconds the kubelet stays stopped after the operator fenced the primary: well inside the
+#: node's 40 s grace (a NotReady node would evict every pod of the test).
+KUBELET_AWAY_S = 12
+
+
+def _events(cluster: Cluster, namespace: str, name: str) -> str:
+    return cluster.kubectl(
+        "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}",
+        "-o", "custom-columns=REASON:.reason,MESSAGE:.message", check=False,
+    )  # fmt: skip
+
+
+def test_a_primary_whose_kubelet_stopped_is_replaced_only_once_its_pod_is_gone(
+    real_cluster: Cluster, user_namespace: str, images: dict[str, str], real_node: RealCluster
+) -> None:
+    """The primary's container frozen and the node's kubelet stopped (a node that serves
+    nothing and answers nothing): the operator names a new target and deletes the old pod,
+    but the pod stays (no kubelet to stop it) and may still accept writes, so nothing is
+    promoted. Once the kubelet is back and the pod gone, the promotion follows."""
+    ns, name = user_namespace, "stock"
+    create_instances(real_cluster, ns, name, images, engine="postgres", failover={"enabled": True})
+    freeze = freezer(real_cluster, real_node, ns, name, Engine.POSTGRES)
+    kubelet = real_node.processes["kubelet"].pid
+    with client_pod(real_cluster, ns, images["postgresql"], f"{name}-connection") as app:
+        app.psql("CREATE TABLE writes (id int PRIMARY KEY)")
+        with sampling(real_cluster, ns, name) as sampler, writing(app, 300) as writes:
+            wait_for(
+                lambda: len(writes.read().acknowledged) >= 10, timeout=30, what="writes flowing"
+            )
+            old = real_cluster.get_db(ns, name)["status"]["currentPrimary"]
+            old_pod = primary_pod(real_cluster, ns, name, old).metadata.name
+            freeze(old)
+            os.kill(kubelet, signal.SIGSTOP)
+            try:
+                wait_for(
+                    lambda: "InstanceFenced" in _events(real_cluster, ns, name),
+                    timeout=30,
+                    interval=0.5,
+                    what="the old primary fenced",
+                )
+                time.sleep(KUBELET_AWAY_S)
+                held = real_cluster.get_db(ns, name)["status"]
+                said = _events(real_cluster, ns, name)
+                stuck = real_cluster.core.read_namespaced_pod(old_pod, ns)
+            finally:
+                resumed_at = time.time()
+                os.kill(kubelet, signal.SIGCONT)
+            promoted = wait_for(
+                lambda: _new_primary(real_cluster, ns, name, old),
+                timeout=90,
+                interval=0.5,
+                what="a primary once the kubelet is back",
+            )
+            promoted_at = time.time()
+            promoted_in = promoted_at - resumed_at
+            wait_for(
+                lambda: writes.read().first_acknowledged_after(promoted_at),
+                timeout=60,
+                interval=0.5,
+                what="writes acknowledged again",
+            )
+        rows = {int(n) for n in until_answers(lambda: app.psql("SELECT id FROM writes")).split()}
+    lost = writes.acknowledged - rows
+    print(
+        f"\nkubelet stopped: {old} fenced, its pod still there {KUBELET_AWAY_S}s on (deleting "
+        f"since {stuck.metadata.deletion_timestamp}), target {held.get('targetPrimary')}, "
+        f"current primary {held.get('currentPrimary')}; "
+        f"{promoted['status']['currentPrimary']} promoted {promoted_in:.1f}s after the kubelet "
+        f"came back; {len(lost)} acknowledged writes lost; at most {sampler.most} primary at "
+        f"once in {sampler.samples} samples"
+    )
+    # While the pod could still run, nothing was promoted: no primary in the status.
+    assert stuck.metadata.deletion_timestamp is not None
+    assert held.get("currentPrimary") is None and held.get("targetPrimary") != old, held
+    assert "FailoverStarted" in said and "Promoted" not in said, said
+    assert sampler.most == 1
+    assert len(lost) <= 5, sorted(lost)
+
+
 def test_a_running_database_moves_to_instances_with_its_data_and_one_restart_of_its_primary(
     real_cluster: Cluster, user_namespace: str, images: dict[str, str]
 ) -> None:
@@ -573,6 +652,7 @@ def test_a_running_database_moves_to_instances_with_its_data_and_one_restart_of_
         for p in pods_of(real_cluster, ns, name, role="primary")
         if not p.metadata.deletion_timestamp
     ]
+    old_deployment_uid = real_cluster.apps.read_namespaced_deployment(name, ns).metadata.uid
     with client_pod(real_cluster, ns, images["postgresql"], f"{name}-connection") as app:
         app.psql("CREATE TABLE entries AS SELECT generate_series(1, 5000) AS id")
         fingerprint = app.psql("SELECT md5(string_agg(id::text, ',' ORDER BY id)) FROM entries")
@@ -600,8 +680,13 @@ def test_a_running_database_moves_to_instances_with_its_data_and_one_restart_of_
     assert instances == [f"{name}-1", f"{name}-2"]
     assert old_primary.metadata.uid not in {p.metadata.uid for p in pods}
     assert set(claims) == {f"{name}-data", f"{name}-2-data"}
-    deployments = {d.metadata.name for d in real_cluster.apps.list_namespaced_deployment(ns).items}
-    assert deployments == {f"{name}-1", f"{name}-2"}
+    deployments = {
+        d.metadata.name: d for d in real_cluster.apps.list_namespaced_deployment(ns).items
+    }
+    assert set(deployments) == {f"{name}-1", f"{name}-2", name}
+    # The name holder in place of the old primary's Deployment: no pod, for an older operator.
+    assert deployments[name].spec.replicas == 0
+    assert deployments[name].metadata.uid != old_deployment_uid
 
 
 def test_a_replica_lagging_beyond_max_lag_is_never_promoted(
