@@ -184,7 +184,12 @@ async def _turns(
     """Which instances' new Deployments wait (failover/rollout.py; the one written now is an
     Event); and, for a Database moving to instances, <name>-1 while the old primary may still
     run on the volume it takes: never beside it."""
-    deployments = {c["metadata"]["name"]: c for c in wanted if c["kind"] == "Deployment"}
+    instances = set(desired.instance_names(db))  # the name holder is none: it runs no pod
+    deployments = {
+        c["metadata"]["name"]: c
+        for c in wanted
+        if c["kind"] == "Deployment" and c["metadata"]["name"] in instances
+    }
     found = {name: observed.children.get(("Deployment", name)) for name in deployments}
     turn = rollout.plan(deployments, found, db.status)
     if turn.next is not None:
