@@ -1,6 +1,6 @@
 """spec.monitoring against a real kube-apiserver: what the CRD accepts, defaults and refuses, and
-what the operator's reconcile makes of it (the exporter in the pods, the metrics port on the
-Services), and that turning it on or off touches that Database's children only.
+what the operator's reconcile makes of it (the exporter in the pods, its port on no
+Service), and that turning it on or off touches that Database's children only.
 
 No kubelet runs here: the tests play it through the Deployments' status (``play_kubelet``).
 """
@@ -18,7 +18,7 @@ from tests.cluster import Cluster, play_kubelet, wait_for
 from tests.integration.conftest import OperatorProcess
 
 EXPORTER = "metrics-exporter"
-#: postgres_exporter's port (engines.py), the `metrics` port of the pods and the Services.
+#: postgres_exporter's port (engines.py), the `metrics` port of the pods.
 METRICS_PORT = 9187
 
 
@@ -90,19 +90,9 @@ def test_monitoring_is_accepted_and_defaults_to_off(cluster: Cluster, namespace:
             "spec.monitoring.resources.limits",
             "should match",
         ),
-        (
-            {"port": METRICS_PORT, "monitoring": {"enabled": True}},
-            "spec.port",
-            "may not be the metrics exporter's port",
-        ),
-        (
-            {"engine": "redis", "port": 9121, "monitoring": {"enabled": True}},
-            "spec.port",
-            "may not be the metrics exporter's port",
-        ),
         ({"monitoring": {"enabled": "yes"}}, "spec.monitoring.enabled", "boolean"),
     ],
-    ids=["empty image", "bad quantity", "postgres port clash", "redis port clash", "not bool"],
+    ids=["empty image", "bad quantity", "not bool"],
 )
 def test_a_bad_monitoring_value_is_refused_naming_the_field(
     cluster: Cluster, namespace: str, spec: dict[str, Any], field: str, words: str
@@ -113,17 +103,11 @@ def test_a_bad_monitoring_value_is_refused_naming_the_field(
     assert words in message, message
 
 
-def test_the_exporters_port_is_a_free_service_port_without_monitoring(
-    cluster: Cluster, namespace: str
-) -> None:
-    cluster.create_db(namespace, "off", {"port": METRICS_PORT, "monitoring": {"enabled": False}})
-    cluster.create_db(namespace, "absent", {"port": METRICS_PORT})
-    # Turning monitoring on later is refused the same way.
-    status, message = rejection(
-        lambda: cluster.patch_db(namespace, "off", {"spec": {"monitoring": {"enabled": True}}})
-    )
-    assert status == 422
-    assert "spec.port" in message
+def test_the_exporters_port_may_be_the_services_port(cluster: Cluster, namespace: str) -> None:
+    """The exporter's port is on the pods only: a Service may use its number."""
+    cluster.create_db(namespace, "same", {"port": METRICS_PORT, "monitoring": {"enabled": True}})
+    cluster.create_db(namespace, "off", {"port": METRICS_PORT})
+    cluster.patch_db(namespace, "off", {"spec": {"monitoring": {"enabled": True}}})
 
 
 def test_kubectl_explain_documents_monitoring(cluster: Cluster) -> None:
@@ -138,7 +122,7 @@ def test_kubectl_explain_documents_monitoring(cluster: Cluster) -> None:
 # --- the operator's children ------------------------------------------------------------------
 
 
-def test_the_reconcile_puts_the_exporter_in_every_pod_and_the_port_on_every_service(
+def test_the_reconcile_puts_the_exporter_in_every_pod_and_its_port_on_no_service(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
     cluster.create_db(
@@ -167,10 +151,8 @@ def test_the_reconcile_puts_the_exporter_in_every_pod_and_the_port_on_every_serv
             "DATA_SOURCE_USER": {"name": "watched-credentials", "key": "username"},
             "DATA_SOURCE_PASS": {"name": "watched-credentials", "key": "password"},
         }
-        assert service_ports(cluster, namespace, name) == [
-            ("postgres", 5432, "postgres"),
-            ("metrics", METRICS_PORT, "metrics"),
-        ]
+        # The PodMonitor scrapes the pods: no Service offers the exporter to its clients.
+        assert service_ports(cluster, namespace, name) == [("postgres", 5432, "postgres")]
     # The generated password appears nowhere in what the operator wrote but its Secret.
     secret = cluster.core.read_namespaced_secret("watched-credentials", namespace)
     password = secret.data["password"]
@@ -204,7 +186,7 @@ def test_turning_monitoring_on_and_off_changes_only_that_databases_pod_template(
         assert new["spec"]["containers"][0] == old["spec"]["containers"][0]
         assert {**new["spec"], "containers": None} == {**old["spec"], "containers": None}
         assert new["metadata"] == old["metadata"]
-        assert ("metrics", METRICS_PORT, "metrics") in service_ports(cluster, namespace, name)
+        assert service_ports(cluster, namespace, name) == [("postgres", 5432, "postgres")]
 
     cluster.patch_db(namespace, "toggled", {"spec": {"monitoring": {"enabled": False}}})
     observed(cluster, namespace, "toggled", 3)

@@ -84,7 +84,6 @@ def test_no_engine_means_postgres_and_an_unknown_one_is_left_to_the_schema() -> 
             {"engine": "redis", "monitoring": {"enabled": True, "image": ""}},
             "spec.monitoring.image",
         ),
-        ({"engine": "mysql", "port": 9104, "monitoring": {"enabled": True}}, "spec.port"),
     ],
 )
 def test_spec_problems_name_the_field(spec: dict[str, Any], field: str) -> None:

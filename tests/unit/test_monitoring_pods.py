@@ -195,19 +195,18 @@ def test_turning_monitoring_on_changes_only_the_pod_templates_and_the_service_po
         if old["kind"] == "Deployment":
             assert new["spec"]["template"] != old["spec"]["template"]
             assert {**new["spec"], "template": None} == {**old["spec"], "template": None}
-        elif old["kind"] == "Service":
-            assert {**new["spec"], "ports": None} == {**old["spec"], "ports": None}
         else:
             assert new == old
 
 
-# --- on: the metrics port on the Services ---------------------------------------------------------
+# --- on: the metrics port on the pods only ------------------------------------------------------
 
 
 @pytest.mark.parametrize("engine", list(Engine))
-def test_every_service_has_the_metrics_port(engine: Engine) -> None:
+def test_no_service_offers_the_metrics_port(engine: Engine) -> None:
+    """The PodMonitor scrapes the pods; a Service's clients (outside the cluster, with a
+    LoadBalancer) never reach the exporter through it."""
     facts = ENGINES[engine]
-    assert facts.exporter is not None
     found = services(make_db(engine=engine.value, replicas=REPLICAS[engine], monitoring=ON))
     assert len(found) == (2 if facts.replication else 1)
     for service in found:
@@ -218,18 +217,9 @@ def test_every_service_has_the_metrics_port(engine: Engine) -> None:
                 "targetPort": engine.value,
                 "protocol": "TCP",
             },
-            {
-                "name": "metrics",
-                "port": facts.exporter.port,
-                "targetPort": "metrics",
-                "protocol": "TCP",
-            },
         ]
 
 
-def test_a_custom_service_port_leaves_the_metrics_port_alone() -> None:
+def test_a_custom_service_port_is_the_only_port() -> None:
     (service,) = services(make_db(engine="redis", port=7000, monitoring=ON))
-    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [
-        ("redis", 7000),
-        ("metrics", 9121),
-    ]
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("redis", 7000)]

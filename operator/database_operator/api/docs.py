@@ -189,9 +189,9 @@ restricted security context as the engine (and a read-only root file system), wi
 reports `*_up 0`, and its failure never takes a pod out of its Service. Turning monitoring on or
 off, or changing its image or resources, changes the pod template and so rolls the pods; a
 Database without `spec.monitoring` has exactly the pods and Services it had before.
-`spec.port` may not be the exporter's port while monitoring is on (the Services carry both), and
-the `{PORT_NAME}` port is on every Service of the Database: with `spec.serviceType` NodePort or
-LoadBalancer the metrics are reachable wherever the database is.
+The `{PORT_NAME}` port is on the pods only, never on the Database's Services: the PodMonitor
+scrapes the pods, and a Service's clients (with `spec.serviceType` NodePort or LoadBalancer,
+outside the cluster) never reach the exporter through it.
 
 ## status
 

@@ -188,8 +188,8 @@ class Monitoring(_Model):
     enabled: bool = Field(
         default=False,
         description="Run the engine's community exporter (postgres_exporter, mysqld_exporter, "
-        f"redis_exporter) in each pod, serving /metrics on the port named `{EXPORTER_PORT_NAME}` "
-        "of the pods and the Services. Turning it on or off rolls the pods.",
+        f"redis_exporter) in each pod, serving /metrics on the pods' port named "
+        f"`{EXPORTER_PORT_NAME}` (never on the Services). Turning it on or off rolls the pods.",
     )
     image: str | None = Field(
         default=None,
@@ -273,26 +273,6 @@ class CredentialsSecretRef(_Model):
     )
 
 
-#: Each engine's exporter port (spec.monitoring): a port of the Services beside spec.port.
-EXPORTER_PORTS = {
-    engine: facts.exporter.port for engine, facts in ENGINES.items() if facts.exporter is not None
-}
-
-
-def _metrics_port_rule() -> dict[str, JsonValue]:
-    """With monitoring on, spec.port may not be the exporter's port: the Services have both."""
-    ports = ", ".join(f"'{engine}': {port}" for engine, port in EXPORTER_PORTS.items())
-    return cel(
-        "!has(self.port) || !has(self.monitoring) || !has(self.monitoring.enabled) "
-        "|| !self.monitoring.enabled "
-        f"|| self.port != {{{ports}}}[has(self.engine) ? self.engine : '{Engine.POSTGRES}']",
-        "spec.port may not be the metrics exporter's port while spec.monitoring.enabled ("
-        + ", ".join(f"{engine} {port}" for engine, port in EXPORTER_PORTS.items())
-        + "): the Services serve both",
-        ".port",
-    )
-
-
 def _reserved_parameters_rule(engine: Engine) -> dict[str, JsonValue]:
     """spec.parameters may not set what the operator sets for ``engine`` (compared as the engine
     does: case and '-'/'_' aside)."""
@@ -360,7 +340,6 @@ class DatabaseSpec(_Model):
                     ".storage",
                 ),
                 *[_reserved_parameters_rule(engine) for engine in ENGINES],
-                _metrics_port_rule(),
                 cel(
                     "has(self.restore) == has(oldSelf.restore)",
                     "spec.restore is given when a Database is created, and kept: it cannot be "

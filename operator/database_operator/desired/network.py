@@ -1,9 +1,11 @@
 """The Services in front of the database pods: read-write to the primary, read-only to the
-read replicas. With spec.monitoring each also has the exporter's port, named ``metrics``."""
+read replicas. The engine's port only: the exporter's (spec.monitoring) is scraped on the pods
+(the PodMonitor), never offered to the Services' clients, who with a LoadBalancer or NodePort
+type may be outside the cluster."""
 
 from __future__ import annotations
 
-from database_operator.api.models import EXPORTER_PORT_NAME, Database
+from database_operator.api.models import Database
 from database_operator.desired.common import (
     PRIMARY,
     REPLICA,
@@ -15,7 +17,6 @@ from database_operator.desired.common import (
     resolved_port,
     selector_labels,
 )
-from database_operator.desired.monitoring import enabled, exporter_facts
 from database_operator.manifest import Manifest
 
 
@@ -46,24 +47,7 @@ def _service(db: Database, name: str, role: str) -> Manifest:
             "type": db.spec.service_type.value,
             "selector": selector_labels(db, role),
             "ports": [
-                {"name": port, "port": resolved_port(db), "targetPort": port, "protocol": "TCP"},
-                *metrics_ports(db),
+                {"name": port, "port": resolved_port(db), "targetPort": port, "protocol": "TCP"}
             ],
         },
     }
-
-
-def metrics_ports(db: Database) -> list[Manifest]:
-    """The exporter's port, on its own number, when monitoring is on; none otherwise (so a
-    Service without monitoring is what earlier releases wrote)."""
-    if not enabled(db):
-        return []
-    number = exporter_facts(db.spec.engine).port
-    return [
-        {
-            "name": EXPORTER_PORT_NAME,
-            "port": number,
-            "targetPort": EXPORTER_PORT_NAME,
-            "protocol": "TCP",
-        }
-    ]

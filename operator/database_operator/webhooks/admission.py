@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from database_operator import cron
 from database_operator.api.backup import BACKUP_KIND, DatabaseBackup
 from database_operator.api.models import (
-    EXPORTER_PORTS,
     MAX_DATABASES,
     MAX_STORAGE,
     OWNED_POD_LABELS,
@@ -90,17 +89,6 @@ def spec_problems(spec: Mapping[str, Any]) -> None:
         if reserved_key(checked.engine, key):
             message = f"spec.parameters.{key} is set by the operator for {checked.engine}"
             raise RefusedError(message, 422)
-    monitoring = checked.monitoring
-    if (
-        monitoring is not None
-        and monitoring.enabled
-        and checked.port == EXPORTER_PORTS.get(checked.engine)
-    ):
-        message = (
-            f"spec.port may not be the metrics exporter's port {checked.port} while "
-            "spec.monitoring.enabled: the Services serve both"
-        )
-        raise RefusedError(message, 422)
     for label in checked.pod_labels or {}:
         if label in OWNED_POD_LABELS:
             message = f"spec.podLabels may not set {label}: the operator selects its pods by it"
