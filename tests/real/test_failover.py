@@ -338,7 +338,8 @@ def test_the_primary_lost_or_moved_writes_resume_within_budget_and_nothing_ackno
     """Five acts on one Database of three instances, a client writing throughout: its
     primary's container frozen (a failover: the most advanced replica is promoted), a
     switchover back with `kubectl database switchover --wait`, its primary's pod deleted, its
-    primary's engine killed, and a rollout of a new setting (replicas first, the primary last)."""
+    primary's engine killed, and a rollout of a minor version (replicas first, the primary
+    last)."""
     ns, name = user_namespace, "orders"
     settled = create_instances(
         real_cluster, ns, name, images, engine="postgres", failover={"enabled": True}
@@ -360,8 +361,13 @@ def test_the_primary_lost_or_moved_writes_resume_within_budget_and_nothing_ackno
         assert f"primary: {name}-1" in done.stdout
 
     def roll(instance: str) -> None:
+        # A minor version: the same server under the tag a patch release would have (this
+        # host has one PostgreSQL 15 build), so every pod's image changes.
         del instance
-        real_cluster.patch_db(ns, name, {"spec": {"parameters": {"work_mem": "8MB"}}})
+        image = images["postgresql"]
+        minor = f"{image.rsplit(':', 1)[0]}:15.99"
+        real_node.ctr("images", "tag", "--force", image, minor)
+        real_cluster.patch_db(ns, name, {"spec": {"version": "15.99", "image": minor}})
 
     def kill_engine(instance: str) -> None:
         # The server killed in its container: the kubelet restarts the container, which reads
