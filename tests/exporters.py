@@ -75,6 +75,7 @@ from tests.integration.test_recipes import (
     postgres_bin,
     psql,
     redis_cli,
+    redis_server,
     run_as,
     running,
 )
@@ -422,9 +423,6 @@ def redis(env: Mapping[str, str], folder: Path) -> Iterator[tuple[int, int]]:
     primary_port, replica_port = free_port(), free_port()
     local = ["--bind", "127.0.0.1", "--save", ""]
 
-    def argv(recipe: replication.Recipe) -> list[str]:
-        return ["redis-server", *(kubelet_expand(arg, env) for arg in recipe.args)]
-
     primary = replication.primary(
         Engine.REDIS, port=primary_port, data_dir=str(folder), settings=local
     )
@@ -438,9 +436,9 @@ def redis(env: Mapping[str, str], folder: Path) -> Iterator[tuple[int, int]]:
         primary_port=primary_port,
         settings=local,
     )
-    with running(argv(primary), dict(os.environ), folder / "primary.log", None):
+    with running(*redis_server(primary, env, folder), folder / "primary.log", None):
         wait_for(lambda: ping(primary_port, password), what="the Redis primary")
-        with running(argv(replica), dict(os.environ), folder / "replica.log", None):
+        with running(*redis_server(replica, env, folder), folder / "replica.log", None):
             wait_for(
                 lambda: "master_link_status:up" in redis_info(replica_port, password),
                 timeout=30,

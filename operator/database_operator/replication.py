@@ -15,7 +15,8 @@ and a rotated password is applied). A replica clones the primary with ``pg_baseb
 its ephemeral data directory at every start, then runs as a hot standby.
 
 Redis: ``replicaof`` the primary's Service, authenticating with the same password
-(``masterauth``); replicas are read-only.
+(``masterauth``); replicas are read-only. Its passwords reach it on its standard input
+(`REDIS_SERVER`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class Recipe:
 # standby (an instance under spec.failover) has both from its primary, and writes nothing. The
 # role's commit is local: in zero-loss mode, with no standby connected yet, it would wait for
 # one, and the hook (and so the pod) with it. The
-# password goes in as a psql variable, quoted by psql (%L): never spliced into SQL text.
+# password goes in as a psql variable, read by psql from the environment (a backquoted
+# `printenv`: never on a command line), quoted by psql (%L): never spliced into SQL text.
 POSTGRES_PRIMARY_SETUP = f"""\
 set -eu
 [ -n "${{REPLICATION_PASSWORD:-}}" ] || exit 0
@@ -60,8 +62,8 @@ until pg_isready -q -h 127.0.0.1; do sleep 1; done
 hba="$PGDATA/pg_hba.conf"
 grep -qxF '{PG_HBA_REPLICATION}' "$hba" || echo '{PG_HBA_REPLICATION}' >> "$hba"
 PGPASSWORD="$POSTGRES_PASSWORD" psql -v ON_ERROR_STOP=1 -q -h 127.0.0.1 \\
-  -U "$POSTGRES_USER" -d postgres -v user={REPLICATION_USER} -v password="$REPLICATION_PASSWORD" \\
-  <<'SQL'
+  -U "$POSTGRES_USER" -d postgres -v user={REPLICATION_USER} <<'SQL'
+\\set password `printenv REPLICATION_PASSWORD`
 SET synchronous_commit TO local;
 SELECT format('CREATE ROLE %I', :'user')
   WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') AND NOT pg_is_in_recovery()
@@ -155,17 +157,28 @@ exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVE
 """
 
 
+# Redis, every role: the server's arguments are the script's; its passwords (requirepass, and
+# masterauth, so that the same arguments serve a primary and its replicas) reach it in a config
+# read from its standard input (the last argument, "-"), never on its command line, where the
+# kubelet would write the value into the container's arguments (the runtime's config, `ps`).
+# Quoted for Redis's config syntax ("...", with \ and " escaped by sed from its standard input).
+REDIS_SERVER = """\
+password="$(printf '%s' "$REDIS_PASSWORD" | sed 's/[\\\\"]/\\\\&/g')"
+exec docker-entrypoint.sh redis-server "$@" - <<EOF
+requirepass "$password"
+masterauth "$password"
+EOF
+"""
+
 # A Redis instance of a Database with spec.failover: the target primary runs as a master on its
 # data; any other as a read-only replica of the primary's Service (a full resync replaces what
-# a former master had that its successor has not). The arguments are the server's, as the
-# kubelet expanded them.
+# a former master had that its successor has not).
 REDIS_INSTANCE = f"""\
 set -eu
 {INSTANCE_LOCK}if [ "$TARGET_PRIMARY" != "$INSTANCE_NAME" ]; then
   set -- "$@" --replicaof "$PRIMARY_HOST" "$PRIMARY_PORT" --replica-read-only yes
 fi
-exec docker-entrypoint.sh redis-server "$@"
-"""
+{REDIS_SERVER}"""
 
 
 def primary(engine: Engine, *, port: int, data_dir: str, settings: list[str]) -> Recipe:
@@ -178,7 +191,7 @@ def primary(engine: Engine, *, port: int, data_dir: str, settings: list[str]) ->
             post_start=["sh", "-c", POSTGRES_PRIMARY_SETUP],
         )
     if engine is Engine.REDIS:
-        return Recipe(command=None, args=[*_redis_base(port, data_dir), *settings])
+        return _redis(_redis_base(port, data_dir) + settings)
     # mysql: the image's entrypoint and its port; settings only.
     return Recipe(command=None, args=list(settings))
 
@@ -204,18 +217,8 @@ def replica(
             },
         )
     if engine is Engine.REDIS:
-        return Recipe(
-            command=None,
-            args=[
-                *_redis_base(port, data_dir),
-                "--replicaof",
-                primary_host,
-                str(primary_port),
-                "--replica-read-only",
-                "yes",
-                *settings,
-            ],
-        )
+        follow = ["--replicaof", primary_host, str(primary_port), "--replica-read-only", "yes"]
+        return _redis(_redis_base(port, data_dir) + follow + settings)
     raise ValueError(f"{engine} has no replication the operator sets up")
 
 
@@ -258,18 +261,13 @@ def instance(
     )
 
 
+def _redis(arguments: list[str]) -> Recipe:
+    """A Redis server (primary or read replica) with ``arguments``: REDIS_SERVER."""
+    return Recipe(command=["sh", "-c", f"set -eu\n{REDIS_SERVER}", "redis", *arguments], args=[])
+
+
 def _redis_base(port: int, data_dir: str) -> list[str]:
-    # masterauth on the primary too: the same arguments serve a primary and its replicas.
-    return [
-        "--port",
-        str(port),
-        "--requirepass",
-        "$(REDIS_PASSWORD)",
-        "--masterauth",
-        "$(REDIS_PASSWORD)",
-        "--dir",
-        data_dir,
-    ]
+    return ["--port", str(port), "--dir", data_dir]
 
 
 _REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")

@@ -261,6 +261,22 @@ def redis_cli(port: int, password: str, *command: str) -> str:
     return done.stdout.strip()
 
 
+def redis_server(
+    recipe: replication.Recipe, env: Mapping[str, str], folder: Path
+) -> tuple[list[str], dict[str, str]]:
+    """A Redis recipe's argument list, ``$(VAR)`` expanded from the container's ``env`` as the
+    kubelet does, and the environment it runs with: the container's, and on its PATH an entry
+    point that starts what it is given (the image's would give the working directory away)."""
+    bin_dir = folder / "entrypoint"
+    bin_dir.mkdir(exist_ok=True)
+    entrypoint = bin_dir / "docker-entrypoint.sh"
+    entrypoint.write_text('#!/bin/sh\nexec "$@"\n')
+    entrypoint.chmod(0o755)
+    assert recipe.command is not None
+    argv = [replication.expand(arg, env) for arg in recipe.command]
+    return argv, {**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
 def test_redis_replicates_to_a_read_only_replica(tmp_path: Path) -> None:
     db = make_db("redis")
     credentials = generated_credentials(db)
@@ -268,10 +284,6 @@ def test_redis_replicates_to_a_read_only_replica(tmp_path: Path) -> None:
     password = env["REDIS_PASSWORD"]
     primary_port, replica_port = free_port(), free_port()
     local = ["--bind", "127.0.0.1", "--save", ""]
-
-    def argv(recipe: replication.Recipe) -> list[str]:
-        # $(VAR) expanded from the container's env, as the kubelet does.
-        return ["redis-server", *(replication.expand(arg, env) for arg in recipe.args)]
 
     primary = replication.primary(
         Engine.REDIS, port=primary_port, data_dir=str(tmp_path), settings=local
@@ -284,12 +296,13 @@ def test_redis_replicates_to_a_read_only_replica(tmp_path: Path) -> None:
         primary_port=primary_port,
         settings=local,
     )
-    assert password not in " ".join(primary.args), "the recipe holds a reference, not the value"
+    assert primary.command is not None
+    assert password not in " ".join(primary.command), "the recipe holds a reference, not the value"
     (tmp_path / "replica").mkdir()
-    with running(argv(primary), dict(os.environ), tmp_path / "primary.log", None):
+    with running(*redis_server(primary, env, tmp_path), tmp_path / "primary.log", None):
         wait_for(lambda: ping(primary_port, password), what="the primary")
         redis_cli(primary_port, password, "SET", "order:1", "before the replica")
-        with running(argv(replica), dict(os.environ), tmp_path / "replica.log", None):
+        with running(*redis_server(replica, env, tmp_path), tmp_path / "replica.log", None):
             wait_for(
                 lambda: get(replica_port, password, "order:1") == "before the replica",
                 timeout=30,

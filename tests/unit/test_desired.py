@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from database_operator import desired
+from database_operator import desired, replication
 from database_operator.api.models import Database
 from database_operator.compare import needs_write
 from database_operator.engines import ENGINES, Engine
@@ -247,17 +247,20 @@ def test_no_password_appears_outside_the_secret() -> None:
     assert base64.b64encode(password.encode()).decode() in secret_data
 
 
-def test_redis_args_reference_the_env_not_the_password() -> None:
-    assert container(make_db(engine="redis"))["args"] == [
+def test_redis_reads_its_passwords_on_its_standard_input_not_its_command_line() -> None:
+    main = container(make_db(engine="redis"))
+    assert main["command"] == [
+        "sh",
+        "-c",
+        f"set -eu\n{replication.REDIS_SERVER}",
+        "redis",
         "--port",
         "6379",
-        "--requirepass",
-        "$(REDIS_PASSWORD)",
-        "--masterauth",
-        "$(REDIS_PASSWORD)",
         "--dir",
         "/data",
     ]
+    assert not main.get("args")
+    assert "requirepass" not in " ".join(main["command"][3:])
 
 
 def test_postgres_runs_the_images_entrypoint_and_sets_up_replication_after_start() -> None:
