@@ -68,6 +68,7 @@ from tests.integration.test_recipes import (
     postgres_bin,
     psql,
     redis_cli,
+    redis_server,
     run_as,
     running,
 )
@@ -1027,8 +1028,8 @@ class Redis:
         local = [*settings(db), "--bind", "127.0.0.1"]
         recipe = replication.primary(Engine.REDIS, port=port, data_dir=str(data), settings=local)
         env = container_env(db, dict(credentials))
-        argv = ["redis-server", *(replication.expand(arg, env) for arg in recipe.args)]
-        with running(argv, dict(os.environ), log, engine_user(Engine.REDIS)):
+        argv, server_env = redis_server(recipe, env, data.parent)
+        with running(argv, server_env, log, engine_user(Engine.REDIS)):
             password = credentials["password"]
             wait_for(lambda: ping(port, password), what="Redis to answer")
             # Loading a large dataset answers LOADING until it is done.

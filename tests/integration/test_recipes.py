@@ -266,12 +266,14 @@ def redis_server(
 ) -> tuple[list[str], dict[str, str]]:
     """A Redis recipe's argument list, ``$(VAR)`` expanded from the container's ``env`` as the
     kubelet does, and the environment it runs with: the container's, and on its PATH an entry
-    point that starts what it is given (the image's would give the working directory away)."""
+    point that starts what it is given (the image's would give the working directory away), in
+    a folder of ``folder``'s that any user may read (the server may run as Redis's)."""
     bin_dir = folder / "entrypoint"
     bin_dir.mkdir(exist_ok=True)
     entrypoint = bin_dir / "docker-entrypoint.sh"
     entrypoint.write_text('#!/bin/sh\nexec "$@"\n')
-    entrypoint.chmod(0o755)
+    for path in (folder, bin_dir, entrypoint):
+        path.chmod(path.stat().st_mode | 0o555)
     assert recipe.command is not None
     argv = [replication.expand(arg, env) for arg in recipe.command]
     return argv, {**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}

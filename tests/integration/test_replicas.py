@@ -300,7 +300,7 @@ def test_placement_and_settings_reach_the_pods(
         assert pod.spec.tolerations[0].key == "dedicated"
         assert pod.spec.priority_class_name == "databases"
         assert pod.metadata.annotations["backup.example.com/hourly"] == "yes"
-        args = pod.spec.containers[0].args
+        args = pod.spec.containers[0].command  # Redis's: its script's arguments
         assert args[-4:] == ["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"]
     service = cluster.core.read_namespaced_service("db", namespace)
     annotations = dict(service.metadata.annotations)
