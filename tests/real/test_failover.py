@@ -47,6 +47,7 @@ from tests.realpods import (
 WRITES_RESUME_S = 20
 REJOINS_S = 60
 INSTANCE_LABEL = "databases.example.com/instance"
+SINCE = "databases.example.com/primary-since"
 
 # Writes 1, 2, 3... through the binding's URI, one connection each, for $1 seconds; says
 # "ok N T" for each the server acknowledged and "fail N T" for each it did not. PostgreSQL:
@@ -306,12 +307,15 @@ def lose_primary(
     old = cluster.get_db(namespace, name)["status"]["currentPrimary"]
     began = time.time()
     lose(old)
-    promoted = wait_for(
-        lambda: _new_primary(cluster, namespace, name, None if may_stay else old),
-        timeout=90,
-        interval=0.5,
-        what=f"a primary in the status after {what}",
-    )
+    try:
+        promoted = wait_for(
+            lambda: _new_primary(cluster, namespace, name, None if may_stay else old),
+            timeout=90,
+            interval=0.5,
+            what=f"a primary in the status after {what}",
+        )
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{failover_story(cluster, namespace, name)}") from None
     promoted_at = time.time()
     flowing = wait_for(
         lambda: writes.read().first_acknowledged_after(max(promoted_at, began + 1)),
@@ -445,6 +449,46 @@ def test_the_primary_lost_or_moved_writes_resume_within_budget_and_nothing_ackno
     assert len(lost) <= 5, sorted(lost)
     assert not {number for number in lost if number > clean_from}, sorted(lost)
     assert deleted.old == f"{name}-1"
+
+
+#: The Events a failover tells its story with.
+FAILOVER_REASONS = {
+    "FailoverStarted", "FailoverImpossible", "InstanceFenced", "Promoted", "SwitchoverStarted",
+    "SwitchoverImpossible",
+}  # fmt: skip
+
+
+def failover_story(cluster: Cluster, namespace: str, name: str) -> str:
+    """A few lines that say where a failover stands: the target the pods read, the status's
+    instances, every pod (a fenced one still terminating holds the promotion back), and the
+    failover's Events. Short, so that a CI log's assertion line carries all of it."""
+    config = cluster.core.read_namespaced_config_map(f"{name}-instances", namespace)
+    status = cluster.get_db(namespace, name).get("status") or {}
+    lines = [
+        f"target {config.data} since {(config.metadata.annotations or {}).get(SINCE)}; "
+        f"status currentPrimary={status.get('currentPrimary')} "
+        f"targetPrimary={status.get('targetPrimary')}"
+    ]
+    for instance in status.get("instances") or []:
+        lines.append("  instance " + " ".join(f"{k}={v}" for k, v in instance.items()))
+    for pod in pods_of(cluster, namespace, name):
+        meta, state = pod.metadata, pod.status
+        containers = [
+            f"{s.name}:{'ready' if s.ready else 'unready'}:restarts={s.restart_count}:"
+            + ",".join(k for k, v in s.state.to_dict().items() if v)
+            for s in state.container_statuses or []
+        ]
+        lines.append(
+            f"  pod {meta.name} {meta.labels.get(INSTANCE_LABEL)} role="
+            f"{meta.labels.get('databases.example.com/role')} {state.phase} ip={state.pod_ip} "
+            f"created={meta.creation_timestamp:%H:%M:%S} deleting="
+            f"{meta.deletion_timestamp and f'{meta.deletion_timestamp:%H:%M:%S}'} {containers}"
+        )
+    for event in cluster.core.list_namespaced_event(namespace).items:
+        if event.reason in FAILOVER_REASONS:
+            when = event.last_timestamp or event.event_time
+            lines.append(f"  event {when:%H:%M:%S} {event.reason}: {event.message}")
+    return "\n".join(lines)
 
 
 def _new_primary(
