@@ -36,8 +36,10 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
@@ -53,7 +55,7 @@ from database_operator.api.models import Database
 from database_operator.desired.common import PRIMARY, REPLICA
 from database_operator.desired.monitoring import exporter_args, exporter_env
 from database_operator.desired.workload import pod_template
-from database_operator.engines import Engine
+from database_operator.engines import MONITORING_DIR, Engine
 from database_operator.manifest import Manifest
 from tests.cluster import wait_for
 from tests.controlplane import free_port
@@ -172,17 +174,23 @@ def exporter(
     secret_name: str,
     engine_port: int,
     log: Path,
+    *,
+    monitoring_dir: Path | None = None,
 ) -> Iterator[Exporter]:
     """Debian's exporter of ``engine`` with the pod's flags (listening on a free port) and env
     (reading the Secret ``secret_name`` of ``secrets``, scraping 127.0.0.1:``engine_port``),
     serving /metrics when it is yielded. Its env is only what the pod's container sets, as in
-    the image (no PATH: the exporters run no other program)."""
+    the image (no PATH: the exporters run no other program). ``monitoring_dir``: the pod's
+    in-memory volume of an exporter with its own user (the paths of its flags moved there, as
+    the mount does)."""
     binary = shutil.which(BINARIES[engine])
     if binary is None:
         pytest.fail(f"{BINARIES[engine]} is not on PATH: run hack/install-engines.sh")
     port = free_port()
     env = kubelet_env(exporter_env(engine, secret_name, engine_port=engine_port), secrets)
     args = [kubelet_expand(arg, env) for arg in exporter_args(engine, listen_port=port)]
+    if monitoring_dir is not None:
+        args = [arg.replace(MONITORING_DIR, str(monitoring_dir)) for arg in args]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [binary, *args], env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -204,6 +212,30 @@ def exporter(
             proc.wait()
 
 
+def listener(host: str = "127.0.0.1") -> tuple[int, list[bytes], threading.Thread]:
+    """A server on a free port of ``host`` that keeps whatever one client sends it (answering
+    nothing, as an attacker's would, while it reads): its port, what came, its thread."""
+    server = socket.create_server((host, 0))
+    server.settimeout(20)
+    received: list[bytes] = []
+
+    def serve() -> None:
+        with server:
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                return
+            with connection:
+                connection.settimeout(3)
+                with contextlib.suppress(OSError):
+                    while chunk := connection.recv(4096):
+                        received.append(chunk)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server.getsockname()[1], received, thread
+
+
 # --- the fleet -----------------------------------------------------------------------------------
 
 
@@ -220,6 +252,8 @@ class Target:
     secret_name: str
     #: The exporter's process.
     pid: int
+    #: The pod's in-memory volume of an exporter with its own user (Redis), else None.
+    monitoring_dir: Path | None = None
 
     @property
     def url(self) -> str:
@@ -416,12 +450,38 @@ def mariadb(env: Mapping[str, str], folder: Path) -> Iterator[int]:
         yield port
 
 
+def monitoring_credentials(db: Database, folder: Path, port: int) -> tuple[Path, dict[str, str]]:
+    """What the pod's init container makes for an exporter with its own user, run for real in
+    ``folder`` (for the server on ``port``), and the engine's env that names it; as the mount
+    does, MONITORING_DIR is ``folder``."""
+    init = desired.monitoring.credentials_init_container(db, "unused")
+    assert init is not None
+    argv = [str(folder) if arg == MONITORING_DIR else arg for arg in init["command"]]
+    argv[-1] = str(port)
+    folder.mkdir(mode=0o700)
+    subprocess.run(argv, check=True, timeout=30, capture_output=True)
+    env = {
+        var["name"]: var["value"].replace(MONITORING_DIR, str(folder))
+        for var in desired.monitoring.engine_env(db)
+    }
+    return folder, env
+
+
 @contextlib.contextmanager
-def redis(env: Mapping[str, str], folder: Path) -> Iterator[tuple[int, int]]:
-    """A Redis primary and a replica of it (replication.py's arguments); their ports."""
+def redis(
+    db: Database, env: Mapping[str, str], folder: Path
+) -> Iterator[tuple[tuple[int, Path], tuple[int, Path]]]:
+    """A Redis primary and a replica of it (replication.py's arguments), each with its
+    exporter's user; their ports and monitoring folders."""
     password = env["REDIS_PASSWORD"]
     primary_port, replica_port = free_port(), free_port()
     local = ["--bind", "127.0.0.1", "--save", ""]
+    primary_watch, primary_env = monitoring_credentials(
+        db, folder / "primary-monitoring", primary_port
+    )
+    replica_watch, replica_env = monitoring_credentials(
+        db, folder / "replica-monitoring", replica_port
+    )
 
     primary = replication.primary(
         Engine.REDIS, port=primary_port, data_dir=str(folder), settings=local
@@ -436,15 +496,19 @@ def redis(env: Mapping[str, str], folder: Path) -> Iterator[tuple[int, int]]:
         primary_port=primary_port,
         settings=local,
     )
-    with running(*redis_server(primary, env, folder), folder / "primary.log", None):
+    with running(
+        *redis_server(primary, {**env, **primary_env}, folder), folder / "primary.log", None
+    ):
         wait_for(lambda: ping(primary_port, password), what="the Redis primary")
-        with running(*redis_server(replica, env, folder), folder / "replica.log", None):
+        with running(
+            *redis_server(replica, {**env, **replica_env}, folder), folder / "replica.log", None
+        ):
             wait_for(
                 lambda: "master_link_status:up" in redis_info(replica_port, password),
                 timeout=30,
                 what="the Redis replica to sync",
             )
-            yield primary_port, replica_port
+            yield (primary_port, primary_watch), (replica_port, replica_watch)
 
 
 def redis_info(port: int, password: str) -> str:
@@ -466,6 +530,7 @@ def fleet(folder: Path) -> Iterator[Fleet]:
     }
     secrets = {desired.credentials_secret_name(db): secret_values(db) for db in dbs.values()}
     servers: dict[tuple[Engine, str], int] = {}
+    monitoring_dirs: dict[tuple[Engine, str], Path] = {}
     with contextlib.ExitStack() as stack:
         for engine, db in dbs.items():
             env = container_env(db, secrets[desired.credentials_secret_name(db)])
@@ -477,16 +542,21 @@ def fleet(folder: Path) -> Iterator[Fleet]:
             elif engine is Engine.MYSQL:
                 servers[engine, PRIMARY] = stack.enter_context(mariadb(env, where))
             else:
-                servers[engine, PRIMARY], servers[engine, REPLICA] = stack.enter_context(
-                    redis(env, where)
-                )
+                for role, (port, made) in zip(
+                    (PRIMARY, REPLICA), stack.enter_context(redis(db, env, where)), strict=True
+                ):
+                    servers[engine, role], monitoring_dirs[engine, role] = port, made
         targets = []
         for (engine, role), engine_port in servers.items():
             db = dbs[engine]
             secret_name = desired.credentials_secret_name(db)
             pod = pod_name(db, role)
+            log = folder / f"{pod}.exporter.log"
+            monitoring_dir = monitoring_dirs.get((engine, role))
             started = stack.enter_context(
-                exporter(engine, secrets, secret_name, engine_port, folder / f"{pod}.exporter.log")
+                exporter(
+                    engine, secrets, secret_name, engine_port, log, monitoring_dir=monitoring_dir
+                )
             )
             labels = pod_labels(db, role, pod)
             targets.append(
@@ -499,6 +569,7 @@ def fleet(folder: Path) -> Iterator[Fleet]:
                     engine_port,
                     secret_name,
                     started.proc.pid,
+                    monitoring_dir,
                 )
             )
         running_fleet = Fleet(targets, secrets, folder, dbs)

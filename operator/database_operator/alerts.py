@@ -171,21 +171,31 @@ max by (namespace, database, engine, slave_ip, slave_port) (
 ) > {REDIS_REPLICATION_LAG_BYTES}"""
 
 
-def _share(used: str, limit: str, *, total: bool = False) -> str:
-    """``used`` over ``limit`` per database pod (``total``: ``used`` summed over its series)."""
+def _share(used: str, *limits: str, total: bool = False) -> str:
+    """``used`` over the first of ``limits`` a pod has, per database pod (``total``: ``used``
+    summed over its series). A limit may carry matchers of its own: ``name{label="value"}``."""
+
+    def selected(series: str) -> str:
+        name, _, matchers = series.partition("{")
+        return f"{name}{{{matchers.rstrip('}') + ', ' if matchers else ''}{_JOB}}}"
+
+    limit = " or ".join(f"max by ({_POD}) ({selected(series)})" for series in limits)
     return (
-        f"  {'sum' if total else 'max'} by ({_POD}) ({used}{{{_JOB}}})\n"
-        f"  / max by ({_POD}) ({limit}{{{_JOB}}})"
+        f"  {'sum' if total else 'max'} by ({_POD}) ({selected(used)})\n"
+        f"  / {f'({limit})' if len(limits) > 1 else limit}"
     )
 
 
+#: Redis's maxclients, as its exporter's script reads it from INFO (the exporter's user may not
+#: run CONFIG); a pod that an earlier release made still has CONFIG's.
+REDIS_MAXCLIENTS = 'redis_script_values{key="maxclients"}'
 CONNECTIONS_IN_USE = f"""\
 (
 {_share("pg_stat_database_numbackends", "pg_settings_max_connections", total=True)}
   or
 {_share("mysql_global_status_threads_connected", "mysql_global_variables_max_connections")}
   or
-{_share("redis_connected_clients", "redis_config_maxclients")}
+{_share("redis_connected_clients", REDIS_MAXCLIENTS, "redis_config_maxclients")}
 ) > {CONNECTIONS_NEAR_LIMIT}"""
 
 #: Counted by the active replica(s) only: a standby serves the phases it last saw while it led.

@@ -415,7 +415,9 @@ def databases_dashboard() -> Dashboard:
                 f"max by ({POD}) (pg_settings_max_connections{{{DB}}})",
                 f"mysql_global_status_threads_connected{{{DB}}} / on ({POD}) "
                 f"mysql_global_variables_max_connections{{{DB}}}",
-                f"redis_connected_clients{{{DB}}} / on ({POD}) redis_config_maxclients{{{DB}}}",
+                f"redis_connected_clients{{{DB}}} / on ({POD}) max by ({POD}) "
+                f'(redis_script_values{{{DB}, key="maxclients"}} '
+                f"or redis_config_maxclients{{{DB}}})",
             ),
             "percentunit",
             extra={"max": 1},

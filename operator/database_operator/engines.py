@@ -42,6 +42,23 @@ class ExporterFacts:
     #: Further command-line flags (never a credential); ``$(VAR)`` names an env var above,
     #: expanded by the kubelet.
     args: tuple[str, ...] = ()
+    #: The exporter logs in as a user of its own whose password is made in the pod, in memory
+    #: (desired/monitoring.py: an init container writes it into MONITORING_DIR; the engine
+    #: creates the user from it), instead of reading the credentials Secret.
+    own_user: bool = False
+
+
+#: Where a pod's exporter credentials are made (an in-memory volume), with ``own_user``.
+MONITORING_DIR = "/run/monitoring"
+#: The Redis ACL user the exporter logs in as: statistics, never a key; not CONFIG (its GET
+#: answers requirepass and masterauth), nor SLOWLOG GET (a slow command's arguments: keys and
+#: values). EVAL runs the exporter's script, which reads INFO's maxclients (in place of CONFIG
+#: GET's); a script runs with its caller's permissions.
+REDIS_MONITORING_USER = "monitoring"
+REDIS_MONITORING_ACL = (
+    "-@all +ping +info +latency|latest +latency|histogram +slowlog|len +client|setname +eval "
+    "resetkeys resetchannels"
+)
 
 
 @dataclass(frozen=True)
@@ -237,8 +254,18 @@ ENGINES: dict[Engine, EngineFacts] = {
         exporter=ExporterFacts(
             image="docker.io/oliver006/redis_exporter:v1.45.0",
             port=9121,
-            secret_env={"REDIS_PASSWORD": "password"},
-            env={"REDIS_ADDR": "redis://127.0.0.1:{port}"},
+            # No Secret: the monitoring user's password is in a file, whose JSON maps the
+            # local server's address to it. That release's /scrape?target= connects anywhere
+            # with a password given by flag or env (an attacker's server would receive it),
+            # but with a file only to the address the file names.
+            secret_env={},
+            env={"REDIS_ADDR": "redis://127.0.0.1:{port}", "REDIS_USER": REDIS_MONITORING_USER},
+            args=(
+                f"--redis.password-file={MONITORING_DIR}/passwords.json",
+                "--config-command=-",
+                f"--script={MONITORING_DIR}/maxclients.lua",
+            ),
+            own_user=True,
         ),
     ),
 }

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from database_operator.engines import Engine
+from database_operator.engines import REDIS_MONITORING_ACL, REDIS_MONITORING_USER, Engine
 
 #: The role the PostgreSQL replicas connect as.
 REPLICATION_USER = "replicator"
@@ -162,11 +162,19 @@ exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVE
 # read from its standard input (the last argument, "-"), never on its command line, where the
 # kubelet would write the value into the container's arguments (the runtime's config, `ps`).
 # Quoted for Redis's config syntax ("...", with \ and " escaped by sed from its standard input).
-REDIS_SERVER = """\
+# With monitoring, the exporter's user too: its password is read from the file the pod's
+# init container made (hexadecimal: nothing to quote).
+REDIS_SERVER = f"""\
 password="$(printf '%s' "$REDIS_PASSWORD" | sed 's/[\\\\"]/\\\\&/g')"
+monitoring=""
+if [ -n "${{MONITORING_PASSWORD_FILE:-}}" ]; then
+  monitoring="user {REDIS_MONITORING_USER} on >$(cat "$MONITORING_PASSWORD_FILE")"
+  monitoring="$monitoring {REDIS_MONITORING_ACL}"
+fi
 exec docker-entrypoint.sh redis-server "$@" - <<EOF
 requirepass "$password"
 masterauth "$password"
+$monitoring
 EOF
 """
 

@@ -678,8 +678,9 @@ def test_redis_replication_lag_fires_when_the_replica_trails_the_primarys_offset
 # --- connections --------------------------------------------------------------------------------
 
 
-def connections(engine: str, used: int) -> Series:
+def connections(variant: str, used: int) -> Series:
     """``used`` connections of a limit of 100 (Redis: 10,000) from minute 60; 10 % before."""
+    engine = variant.removesuffix("-config")
     primary = pod("orders-7d9f-abcde", engine, "primary")
     if engine == "postgres":  # one series per database of the server, summed
         per_db = {
@@ -694,24 +695,31 @@ def connections(engine: str, used: int) -> Series:
             series("mysql_global_status_threads_connected", primary): steps({0: 10, 60: used}),
             series("mysql_global_variables_max_connections", primary): steps({0: 100}),
         }
+    # maxclients as the exporter's script reads it; "redis-config": as CONFIG GET did, in a
+    # pod an earlier release made.
+    limit = (
+        series("redis_config_maxclients", primary)
+        if variant == "redis-config"
+        else series("redis_script_values", {**primary, "key": "maxclients"})
+    )
     return {
         series("redis_connected_clients", primary): steps({0: 1000, 60: used * 100}),
-        series("redis_config_maxclients", primary): steps({0: 10000}),
+        limit: steps({0: 10000}),
     }
 
 
-@pytest.mark.parametrize("engine", ["postgres", "mysql", "redis"])
-def test_connections_near_limit_fires_above_eighty_percent(tmp_path: Path, engine: str) -> None:
-    primary = alerted(pod("orders-7d9f-abcde", engine, "primary"))
+@pytest.mark.parametrize("variant", ["postgres", "mysql", "redis", "redis-config"])
+def test_connections_near_limit_fires_above_eighty_percent(tmp_path: Path, variant: str) -> None:
+    primary = alerted(pod("orders-7d9f-abcde", variant.removesuffix("-config"), "primary"))
     run_promtool_test(
         tmp_path,
-        connections(engine, 90),
+        connections(variant, 90),
         quiet("DatabaseConnectionsNearLimit", 59),
         quiet("DatabaseConnectionsNearLimit", 65),  # pending: its `for` is 10m
         firing("DatabaseConnectionsNearLimit", 71, primary, value="0.9"),
     )
     run_promtool_test(
         tmp_path,
-        connections(engine, 75),
+        connections(variant, 75),
         quiet("DatabaseConnectionsNearLimit", 4 * HOUR),
     )

@@ -16,6 +16,7 @@ Run with ``-s`` to see the figures: each exporter's scrape time (Prometheus's
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import statistics
@@ -36,7 +37,7 @@ from database_operator.desired.monitoring import (
     exporter_env,
     exporter_facts,
 )
-from database_operator.engines import Engine, facts
+from database_operator.engines import REDIS_MONITORING_USER, Engine, facts
 from database_operator.manifest import Manifest
 from tests.cluster import wait_for
 from tests.exporters import (
@@ -49,10 +50,12 @@ from tests.exporters import (
     http_get,
     kubelet_env,
     kubelet_expand,
+    listener,
     prometheus_server,
     series,
 )
 from tests.integration.test_prometheus import query, value
+from tests.integration.test_recipes import redis_cli
 
 #: The database metrics of the monitoring contract, on every exporter of an engine.
 CONTRACT_METRICS: dict[Engine, tuple[str, ...]] = {
@@ -76,7 +79,7 @@ CONTRACT_METRICS: dict[Engine, tuple[str, ...]] = {
     Engine.REDIS: (
         "redis_up",
         "redis_connected_clients",
-        "redis_config_maxclients",
+        "redis_script_values",
         "redis_commands_processed_total",
         "redis_memory_used_bytes",
         "redis_db_keys",
@@ -292,12 +295,22 @@ def test_with_a_wrong_password_the_exporter_says_down_and_never_shows_the_passwo
     wrong = {**right, "password": "not-" + right["password"]}
     secrets = {target.secret_name: wrong}
     log = tmp_path / "exporter.log"
-    with exporter(engine, secrets, target.secret_name, target.engine_port, log) as started:
+    monitoring_dir = None
+    if target.monitoring_dir is not None:  # its own user's password, in its file
+        right = {"password": (target.monitoring_dir / "password").read_text()}
+        wrong = {"password": "0" + right["password"]}
+        monitoring_dir = tmp_path / "monitoring"
+        shutil.copytree(target.monitoring_dir, monitoring_dir)
+        passwords = monitoring_dir / "passwords.json"
+        passwords.write_text(passwords.read_text().replace(right["password"], wrong["password"]))
+    with exporter(
+        engine, secrets, target.secret_name, target.engine_port, log, monitoring_dir=monitoring_dir
+    ) as started:
         metrics = wait_for(lambda: http_get(started.url), what="a scrape")
         assert series(metrics.decode())[UP[engine]] == [({}, 0.0)]
-        # The exporter did read the password: from its environment.
+        # The exporter did read the password: from its environment, or its file.
         environ = Path(f"/proc/{started.proc.pid}/environ").read_bytes()
-        assert wrong["password"].encode() in environ
+        assert (wrong["password"].encode() in environ) == (monitoring_dir is None)
         for secret in (wrong["password"], right["password"]):
             assert not exposed(started.proc.pid, log, metrics, secret)
     assert log.read_text(errors="replace").strip(), "the exporter said nothing of the failure"
@@ -307,8 +320,109 @@ def test_no_exporter_shows_its_password(exporter_fleet: Fleet) -> None:  # noqa:
     for target in exporter_fleet.targets:
         body = http_get(target.url)
         assert body is not None
-        password = exporter_fleet.secrets[target.secret_name]["password"]
-        assert not exposed(target.pid, target.log, body, password), target.labels["pod"]
+        passwords = [exporter_fleet.secrets[target.secret_name]["password"]]
+        if target.monitoring_dir is not None:
+            passwords.append((target.monitoring_dir / "password").read_text())
+        for password in passwords:
+            assert not exposed(target.pid, target.log, body, password), target.labels["pod"]
+
+
+# --- Redis: what its exporter's own user may do --------------------------------------------------
+
+
+def redis_as_monitoring(target: Target, *command: str) -> str:
+    """``command`` on the target's server as its exporter's user: the answer, or the error."""
+    assert target.monitoring_dir is not None
+    done = subprocess.run(
+        ["redis-cli", "-h", "127.0.0.1", "-p", str(target.engine_port), "--user",
+         REDIS_MONITORING_USER, *command],
+        env={"PATH": os.environ["PATH"],
+             "REDISCLI_AUTH": (target.monitoring_dir / "password").read_text()},
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("role", [PRIMARY, REPLICA])
+def test_the_redis_exporters_user_reads_statistics_and_nothing_else(
+    exporter_fleet: Fleet,  # noqa: F811 - the fixture
+    role: str,
+) -> None:
+    """Each server (a replica has its own: ACL users are not replicated) has the exporter's
+    user, with its pod's own password; it may read INFO and maxclients, never a key, never
+    CONFIG (whose GET answers the passwords), never write."""
+    target = exporter_fleet.target(Engine.REDIS, role)
+    assert "maxclients:" in redis_as_monitoring(target, "INFO", "clients")
+    found = scraped(target)
+    assert found["redis_script_values"] == [({"key": "maxclients"}, 10000.0)]
+    assert "redis_config_maxclients" not in found
+    refused = {
+        "a key's value": ("GET", "session:0:0"),
+        "the keys": ("KEYS", "*"),
+        "a scan": ("SCAN", "0"),
+        "a write": ("SET", "mine", "1"),
+        "the passwords": ("CONFIG", "GET", "*pass*"),
+        "the users": ("ACL", "LIST"),
+        "the slow commands' arguments": ("SLOWLOG", "GET"),
+        "a reset of the statistics": ("LATENCY", "RESET"),
+        "a key through a script": ("EVAL", "return redis.call('GET', KEYS[1])", "1", "session:0:0"),
+    }
+    for what, command in refused.items():
+        said = redis_as_monitoring(target, *command)
+        assert "NOPERM" in said or "permission" in said, (what, said)
+    other = exporter_fleet.target(Engine.REDIS, REPLICA if role == PRIMARY else PRIMARY)
+    assert other.monitoring_dir is not None and target.monitoring_dir is not None
+    own = (target.monitoring_dir / "password").read_text()
+    assert own != (other.monitoring_dir / "password").read_text(), "a password per pod"
+    assert re.fullmatch(r"[0-9a-f]{64}", own), "32 random bytes"
+
+
+def test_the_redis_exporter_sends_no_password_to_a_target_it_is_asked_to_scrape(
+    exporter_fleet: Fleet,  # noqa: F811 - the fixture
+) -> None:
+    """The release's /scrape?target= connects wherever it is told: with a password given by
+    flag or env it would send it there. With its file, a target the file does not name gets no
+    AUTH, and no password of the Database's."""
+    target = exporter_fleet.target(Engine.REDIS)
+    assert target.monitoring_dir is not None
+    port, received, thread = listener()
+    http_get(f"http://{target.address}/scrape?target=redis://127.0.0.1:{port}", timeout=30)
+    thread.join(timeout=30)
+    sent = b"".join(received)
+    assert sent, "the exporter never connected: the check proves nothing"
+    assert b"AUTH" not in sent.upper(), sent
+    for password in (
+        (target.monitoring_dir / "password").read_text(),
+        exporter_fleet.credentials(Engine.REDIS)["password"],
+    ):
+        assert password.encode() not in sent
+
+
+def test_no_key_or_value_leaves_the_redis_exporter(
+    exporter_fleet: Fleet,  # noqa: F811 - the fixture
+) -> None:
+    """Asked to export keys (the release reads ``check-keys`` on /scrape), the exporter's user
+    may read none: no key's name or value is in what it serves."""
+    target = exporter_fleet.target(Engine.REDIS)
+    value = "value-nobody-may-scrape"
+    redis_cli(
+        target.engine_port,
+        exporter_fleet.credentials(Engine.REDIS)["password"],
+        "SET",
+        "secret:key",
+        value,
+    )
+    local = f"redis://127.0.0.1:{target.engine_port}"
+    for path in (
+        f"/scrape?target={local}&check-keys=*&check-single-keys=secret:key",
+        "/metrics?check-keys=*&check-single-keys=secret:key",
+    ):
+        body = http_get(f"http://{target.address}{path}", timeout=30)
+        assert body is not None, path
+        found = series(body.decode())
+        assert found[UP[Engine.REDIS]] == [({}, 1.0)], path
+        assert value.encode() not in body and b"secret:key" not in body, path
+        assert not [name for name in found if name.startswith("redis_key_")], path
 
 
 # --- Prometheus ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from kubernetes.utils.quantity import parse_quantity
 
@@ -88,6 +88,8 @@ valid_specs = st.fixed_dictionaries(
             st.just("a.example.com/x"), st.sampled_from(["1", ""]), max_size=1
         ),
         "podLabels": st.dictionaries(st.just("team"), st.just("shop"), max_size=1),
+        # The exporter beside the engine (Redis's: with its init container and its volume).
+        "monitoring": st.fixed_dictionaries({"enabled": st.booleans()}),
         "serviceAnnotations": st.dictionaries(
             st.just("lb.example.com/internal"), st.just("true"), max_size=1
         ),
@@ -123,6 +125,18 @@ def limits_cover_requests(spec: dict[str, Any]) -> bool:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(spec=valid_specs.filter(admissible))
+# Every extra container and volume, whatever hypothesis draws: Redis's exporter has an init
+# container and an in-memory volume; instances have a ConfigMap and claims of their own.
+@example(spec={"engine": "redis", "monitoring": {"enabled": True}, "replicas": 2})
+@example(
+    spec={
+        "engine": "postgres",
+        "monitoring": {"enabled": True},
+        "replicas": 3,
+        "storage": {"size": "1Gi"},
+        "failover": {"enabled": True},
+    }
+)
 def test_what_the_server_makes_of_each_child_compares_equal_to_what_we_sent(
     cluster: Cluster, namespace: str, spec: dict[str, Any]
 ) -> None:

@@ -6,6 +6,7 @@ labels that discovery gives them; the selection and relabelling are Prometheus' 
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.parse
 from functools import partial
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cluster import Cluster, wait_for
-from tests.exporters import http_get, prometheus_server
+from tests.exporters import http_get, listener, prometheus_server
 from tests.realnode import RealCluster
 from tests.realpods import (
     Samples,
@@ -66,6 +67,25 @@ def test_every_engines_exporter_reports_it_up_and_prometheus_scrapes_the_pods_by
                 timeout=60,
                 what=f"{UP[engine]} 1 from {pod.metadata.name}",
             )
+
+    # The Redis exporter, asked to scrape a server the test runs on the node, sends it no
+    # password (the exporter's own user's is in a file that names only the local server), and
+    # serves no key's value.
+    [kv] = running_pods(real_cluster, ns, "watched-kv")
+    secret = real_cluster.core.read_namespaced_secret("watched-kv-credentials", ns).data
+    password = base64.b64decode(secret["password"])
+    node = real_cluster.core.list_node().items[0]
+    node_ip = next(a.address for a in node.status.addresses if a.type == "InternalIP")
+    port, received, thread = listener("0.0.0.0")  # noqa: S104 - the pods reach the node there
+    exporter_at = f"http://{kv.status.pod_ip}:{exporter_port(kv)}"
+    http_get(f"{exporter_at}/scrape?target=redis://{node_ip}:{port}", timeout=30)
+    thread.join(timeout=30)
+    sent = b"".join(received)
+    assert sent, "the exporter never reached the node's server: the check proves nothing"
+    assert b"AUTH" not in sent.upper() and password not in sent, sent
+    answer = http_get(f"{exporter_at}/metrics?check-keys=*", timeout=30) or b""
+    assert b"\nredis_up 1\n" in answer and b"redis_key_" not in answer
+    assert b'redis_script_values{key="maxclients"} 10000' in answer
 
     targets = tmp_path / "pods.json"
     targets.write_text(json.dumps(discovered_pods(real_cluster, [samples.namespace, ns])))

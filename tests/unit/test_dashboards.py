@@ -49,6 +49,7 @@ DATABASE_METRICS = {
     "redis_up",
     "redis_connected_clients",
     "redis_config_maxclients",
+    "redis_script_values",
     "redis_commands_processed_total",
     "redis_memory_used_bytes",
     "redis_db_keys",

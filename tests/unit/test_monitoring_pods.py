@@ -79,10 +79,13 @@ def test_the_exporter_runs_beside_the_engine_in_every_pod(engine: Engine) -> Non
     assert len(monitored) == (2 if ENGINES[engine].replication else 1)
     for before, after in zip(plain, monitored, strict=True):
         engine_container, sidecar = containers(after)
-        # The engine's container is untouched; the exporter comes after it.
-        assert engine_container == containers(before)[0]
         facts = ENGINES[engine].exporter
         assert facts is not None
+        if facts.own_user:
+            # Redis: the engine reads its exporter's user's password from the in-memory volume.
+            engine_container = own_user_removed(engine_container)
+        # The engine's container is otherwise untouched; the exporter comes after it.
+        assert engine_container == containers(before)[0]
         assert sidecar["name"] == "metrics-exporter"
         assert sidecar["image"] == facts.image
         assert sidecar["ports"] == [
@@ -90,10 +93,31 @@ def test_the_exporter_runs_beside_the_engine_in_every_pod(engine: Engine) -> Non
         ]
         assert sidecar["args"] == [f"--web.listen-address=:{facts.port}", *facts.args]
         assert "resources" not in sidecar
-        # The rest of the pod (volumes, security context, labels) is the same.
+        # The rest of the pod (volumes, security context, labels) is the same, but for the
+        # credentials of an exporter with its own user.
         template = {**after["spec"]["template"]}
         template["spec"] = {**template["spec"], "containers": [engine_container]}
+        if facts.own_user:
+            init = template["spec"].pop("initContainers")
+            assert [c["name"] for c in init] == ["monitoring-credentials"]
+            assert template["spec"]["volumes"].pop() == {
+                "name": "monitoring",
+                "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"},
+            }
+            assert sidecar["volumeMounts"] == [
+                {"name": "monitoring", "mountPath": "/run/monitoring", "readOnly": True}
+            ]
+            assert not [var for var in sidecar["env"] if "valueFrom" in var], "reads no Secret"
         assert template == before["spec"]["template"]
+
+
+def own_user_removed(engine_container: dict[str, Any]) -> dict[str, Any]:
+    """The engine's container without what it needs to make its exporter's user."""
+    mounts = engine_container["volumeMounts"]
+    assert mounts[-1] == {"name": "monitoring", "mountPath": "/run/monitoring", "readOnly": True}
+    env = engine_container["env"]
+    assert env[-1] == {"name": "MONITORING_PASSWORD_FILE", "value": "/run/monitoring/password"}
+    return engine_container | {"volumeMounts": mounts[:-1], "env": env[:-1]}
 
 
 @pytest.mark.parametrize("engine", list(Engine))

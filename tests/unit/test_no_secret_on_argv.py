@@ -24,7 +24,7 @@ import pytest
 from database_operator import desired, replication
 from database_operator.api.models import Database
 from database_operator.backups import jobs, recipes
-from database_operator.engines import Engine
+from database_operator.engines import MONITORING_DIR, Engine
 from tests.unit.test_backup_jobs import LOCATION, OPTIONS, PVC, S3, make_backup
 
 #: Every program the scripts start, as a stand-in: it records its arguments (NUL-separated, one
@@ -32,7 +32,7 @@ from tests.unit.test_backup_jobs import LOCATION, OPTIONS, PVC, S3, make_backup
 PROGRAMS = (
     *("chmod", "chown", "cp", "find", "flock", "grep", "id", "ls", "mkdir", "mktemp", "mv"),
     *("printenv", "rm", "sed", "setpriv", "sha256sum", "sleep", "tar", "touch", "cat"),
-    *("gzip", "gunzip", "docker-entrypoint.sh"),
+    *("gzip", "gunzip", "docker-entrypoint.sh", "head", "od", "tr"),
     *("pg_basebackup", "pg_ctl", "pg_dump", "pg_isready", "pg_restore", "pg_rewind"),
     *("postgres", "psql"),
     *("mariadb", "mariadb-dump", "mysql", "mysqladmin", "mysqld", "mysqldump"),
@@ -43,7 +43,7 @@ PROGRAMS = (
 SECRET_KEY = re.compile(r"password|secret|token", re.IGNORECASE)
 #: The folders the scripts name themselves (not through their environment), moved under the
 #: test's own folder.
-FOLDERS = (recipes.INITDB_DIR, recipes.BACKUP_DIR, recipes.RESTORE_DIR)
+FOLDERS = (recipes.INITDB_DIR, recipes.BACKUP_DIR, recipes.RESTORE_DIR, MONITORING_DIR)
 
 STAND_IN = """#!/bin/sh
 { printf '%s\\0' "${0##*/}" "$@"; printf '\\n'; } >> "$ARGV_LOG"
@@ -153,6 +153,10 @@ def test_no_secret_reaches_an_argument_list(container: dict[str, Any], tmp_path:
     env, marks = resolved_env(container, tmp_path / "root")
     for what, argv in commands(container):
         expanded = [replication.expand(arg, env) for arg in argv]
+        # A folder given as an argument is moved too.
+        expanded = [
+            str(tmp_path / "root" / arg.lstrip("/")) if arg in FOLDERS else arg for arg in expanded
+        ]
         assert not [arg for arg in expanded if any(mark in arg for mark in marks)], (what, argv)
         if expanded[:2] != ["sh", "-c"]:
             continue

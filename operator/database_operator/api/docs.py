@@ -14,9 +14,10 @@ from database_operator.api.crd import (
     printer_columns,
 )
 from database_operator.api.models import EXPORTER_CONTAINER as CONTAINER
+from database_operator.api.models import EXPORTER_CREDENTIALS_CONTAINER as INIT_CONTAINER
 from database_operator.api.models import EXPORTER_PORT_NAME as PORT_NAME
 from database_operator.api.models import GROUP, KIND, MAX_DATABASES, MAX_STORAGE, VERSION
-from database_operator.engines import ENGINES
+from database_operator.engines import ENGINES, REDIS_MONITORING_USER
 
 #: Longer patterns are not printed in the tables.
 LONG_PATTERN = 200
@@ -97,7 +98,11 @@ def _mapping() -> str:
 def _exporters_table() -> str:
     rows = [
         f"| {engine} | `{facts.exporter.image}` | {facts.exporter.port} | "
-        + ", ".join(f"`{var}` ← `{key}`" for var, key in facts.exporter.secret_env.items())
+        + (
+            f"none: its own user, `{REDIS_MONITORING_USER}`, made in the pod"
+            if facts.exporter.own_user
+            else ", ".join(f"`{var}` ← `{key}`" for var, key in facts.exporter.secret_env.items())
+        )
         + " |"
         for engine, facts in ENGINES.items()
         if facts.exporter is not None
@@ -177,13 +182,21 @@ webhook only sees a Database whose `spec.version` is unset.
 
 `spec.monitoring.enabled: true` runs the engine's Prometheus community exporter as a second
 container, `{CONTAINER}`, in every pod of the Database (primary and read replicas), and adds its
-port, named `{PORT_NAME}`, to the pods and to the Services:
+port, named `{PORT_NAME}`, to the pods:
 
 {_exporters_table()}
 
-The exporter reads the engine's credentials by reference (`secretKeyRef`) from the Secret the
-engine reads; a connection string that needs the password names it as `$(VAR)`, expanded by the
-kubelet, so no secret value is ever written into the Deployment. It runs under the same
+The PostgreSQL and MySQL exporters read the engine's credentials by reference (`secretKeyRef`)
+from the Secret the engine reads; a connection string that needs the password names it as
+`$(VAR)`, expanded by the kubelet, so no secret value is ever written into the Deployment. The
+Redis exporter reads no Secret: an init container, `{INIT_CONTAINER}` (the engine's image),
+makes a random password for an ACL user `{REDIS_MONITORING_USER}` in an in-memory volume of the
+pod's, which Redis creates the user from at each start. That user may run `INFO`, `LATENCY`,
+`SLOWLOG`, `PING` and the exporter's script, which reads `maxclients` from `INFO` (exported as
+`redis_script_values{{key="maxclients"}}`), and nothing else: no key, no `CONFIG` (whose `GET`
+answers the passwords). The exporter gets the password from a file that maps only the local
+server's address to it, so its `/scrape?target=` endpoint sends no password to another server,
+and no key's value is exported. It runs under the same
 restricted security context as the engine (and a read-only root file system), with
 `spec.monitoring.resources` if given. It has no probes: an exporter that cannot reach the engine
 reports `*_up 0`, and its failure never takes a pod out of its Service. Turning monitoring on or

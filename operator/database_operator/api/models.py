@@ -171,10 +171,11 @@ class ResourceRequirements(_Model):
     )
 
 
-#: The metrics exporter's container (spec.monitoring), and the name of its port on the pods and
-#: the Services.
+#: The metrics exporter's container (spec.monitoring), the name of its port on the pods, and the
+#: init container that makes the credentials of an exporter with a user of its own (Redis).
 EXPORTER_CONTAINER = "metrics-exporter"
 EXPORTER_PORT_NAME = "metrics"
+EXPORTER_CREDENTIALS_CONTAINER = "monitoring-credentials"
 
 
 class Monitoring(_Model):

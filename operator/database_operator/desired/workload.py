@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from database_operator import replication
 from database_operator.api.models import INSTANCE_LABEL, ROLE_LABEL, Database
+from database_operator.desired import monitoring
 from database_operator.desired.common import (
     CREDENTIALS_ANNOTATION,
     CREDENTIALS_CHECKSUM_ANNOTATION,
@@ -40,7 +41,6 @@ from database_operator.desired.common import (
     resolved_version,
     selector_labels,
 )
-from database_operator.desired.monitoring import exporter_container
 from database_operator.engines import parameter_args
 from database_operator.manifest import Manifest
 from database_operator.ownership import HOLDS_NAME_FOR
@@ -208,15 +208,17 @@ def container(db: Database, role: str = PRIMARY, instance: str | None = None) ->
     facts = engine_facts(db)
     name = engine_name(db)
     run = recipe(db, role, instance)
+    mounts = [{"name": DATA_VOLUME, "mountPath": facts.data_path}]
     spec: Manifest = {
         "name": name,
         "image": image(db),
         "ports": [{"name": name, "containerPort": facts.port, "protocol": "TCP"}],
-        "env": env(db, run, instance),
+        "env": env(db, run, instance) + monitoring.engine_env(db),
         "readinessProbe": readiness_probe(db),
         "livenessProbe": liveness_probe(db),
         "securityContext": container_security_context(),
-        "volumeMounts": [{"name": DATA_VOLUME, "mountPath": facts.data_path}],
+        "volumeMounts": mounts
+        + ([monitoring.credentials_mount()] if monitoring.own_user(db) else []),
     }
     if run.command:
         spec["command"] = run.command
@@ -271,7 +273,7 @@ def pod_template(
         annotations[CREDENTIALS_CHECKSUM_ANNOTATION] = credentials_checksum
     identity = {ROLE_LABEL: role} if instance is None else {INSTANCE_LABEL: instance}
     pod_labels = (db.spec.pod_labels or {}) | labels(db) | identity
-    return {
+    template: Manifest = {
         "metadata": {"labels": pod_labels, "annotations": annotations},
         "spec": {
             # A database needs no API access.
@@ -284,12 +286,16 @@ def pod_template(
             # wrote, so an upgrade rolls no pod.
             "containers": [
                 container(db, role, instance),
-                *filter(None, [exporter_container(db)]),
+                *filter(None, [monitoring.exporter_container(db)]),
             ],
             "volumes": [data_volume(db, role, instance)],
             **placement(db),
         },
     }
+    if init := monitoring.credentials_init_container(db, image(db)):
+        template["spec"]["initContainers"] = [init]
+        template["spec"]["volumes"].append(monitoring.credentials_volume())
+    return template
 
 
 def deployment(db: Database, credentials_checksum: str | None = None) -> Manifest:
