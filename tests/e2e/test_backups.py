@@ -438,6 +438,9 @@ def test_a_database_restores_from_a_stored_location_without_its_backup_object(
     env = {e.name: e.value for e in fetch.env if e.value is not None}
     assert env["BACKUP_KEY"] == location
     assert not any(arg.startswith("--sha256") for arg in fetch.command)
+    # Stored under another namespace's prefix (team-a/elsewhere/): fetched only if its metadata
+    # says this namespace took it.
+    assert f"--namespace={ns}" in fetch.command
 
 
 @pytest.mark.parametrize(

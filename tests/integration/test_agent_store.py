@@ -193,6 +193,26 @@ def test_the_agent_stores_fetches_and_deletes_with_the_right_keys(
     assert object_store.get(bucket, KEY) == DUMP
 
 
+def test_a_backup_another_namespace_took_is_refused_for_good_and_fetches_nothing(
+    cli: Agent,
+) -> None:
+    """A restore from outside the Database's namespace's prefix passes --namespace: the backup
+    is fetched only if its metadata names that namespace (a shared bucket holds every
+    namespace's backups; one namespace must not read another's)."""
+    assert cli.upload().status == 0  # metadata: taken in namespace "prod"
+    cli.restored.parent.mkdir(exist_ok=True)
+    args = ["fetch", f"--to={cli.restored}", "--engine=redis", "--version=7"]
+    refused = cli.run(*args, "--namespace=staging")
+    figures("another namespace's backup", refused)
+    assert refused.status == agent.PERMANENT, refused.stderr
+    assert "taken in namespace 'prod'" in refused.error
+    assert "namespace 'staging'" in refused.error
+    assert not cli.restored.exists()
+    assert not list(cli.restored.parent.iterdir()), "nothing fetched, not even in part"
+    assert cli.run(*args, "--namespace=prod").status == 0
+    assert cli.restored.read_bytes() == DUMP
+
+
 # --- for good: the Job fails on its first pod ----------------------------------------------------
 
 

@@ -217,6 +217,35 @@ def test_a_location_is_read_from_the_restores_destination_else_the_databases(
     assert source == Source(BackupDestination.model_validate({"s3": destination}), LOCATION)
 
 
+@pytest.mark.parametrize(
+    ("location", "path", "belongs_to"),
+    [
+        pytest.param("prod/old-shop/nightly.pgdump", None, None, id="own-prefix"),
+        pytest.param("team-a/prod/shop/x.pgdump", "team-a", None, id="own-prefix-under-a-path"),
+        pytest.param("staging/shop/x.pgdump", None, NS, id="another-namespaces-prefix"),
+        pytest.param("team-a/staging/shop/x.pgdump", "team-a", NS, id="another-under-a-path"),
+        pytest.param("prod/x.pgdump", "team-a", NS, id="outside-the-path"),
+        pytest.param("production/shop/x.pgdump", None, NS, id="a-namespace-that-starts-alike"),
+    ],
+)
+def test_a_location_outside_the_namespaces_prefix_is_restored_only_if_its_metadata_says_so(
+    location: str, path: str | None, belongs_to: str | None
+) -> None:
+    """In a shared bucket every namespace's backups are at <path>/<namespace>/: one outside the
+    Database's namespace's is fetched with --namespace, which the agent checks against the
+    backup's own metadata (tests/integration/test_agent_store.py)."""
+    s3 = S3 | ({"path": path} if path else {})
+    db = make_db({"location": location}, backup={"destination": {"s3": s3}})
+    source = restore.resolve(db, {})
+    assert isinstance(source, Source)
+    assert source.belongs_to == belongs_to
+    [fetch] = jobs.restore_job(
+        db, source.destination, location, None, OPTIONS, belongs_to=source.belongs_to
+    )["spec"]["template"]["spec"]["initContainers"]
+    wanted = [f"--namespace={NS}"] if belongs_to else []
+    assert [arg for arg in fetch["command"] if arg.startswith("--namespace")] == wanted
+
+
 @synchronously
 async def test_a_destination_whose_secret_is_missing_fails_the_database() -> None:
     kube = with_secrets()

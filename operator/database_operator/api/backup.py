@@ -225,7 +225,9 @@ class RestoreSource(_Model):
         pattern=KEY_PATTERN,
         description="The key (or, on a PVC, the path) of a stored backup, as a DatabaseBackup's "
         "status.location gives it: for a backup whose DatabaseBackup is gone, e.g. in another "
-        "cluster.",
+        "cluster. Outside this namespace's prefix (<path>/<namespace>/) it is restored only if "
+        "the backup's metadata says it was taken in this namespace: in a shared bucket, no "
+        "namespace restores another's backups.",
     )
     destination: BackupDestination | None = Field(
         default=None,

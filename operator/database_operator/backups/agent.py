@@ -303,8 +303,11 @@ def fetch(
     expected_sha256: str | None,
     engine: str,
     version: str,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """Download the backup into ``into``, only if it is whole and restorable; its metadata."""
+    """Download the backup into ``into``, only if it is whole and restorable; its metadata.
+    ``namespace``: it is stored outside that namespace's prefix, and is restored only if its
+    metadata says it was taken there."""
     # A damaged companion is a damaged backup: refused for good, with words, not a traceback.
     try:
         stored = json.loads(target.store.get_bytes(target.metadata_key))
@@ -312,6 +315,13 @@ def fetch(
         raise AgentError(f"{target.metadata_key} is not valid JSON: {error}") from error
     if not isinstance(stored, dict):
         raise AgentError(f"{target.metadata_key} is not a JSON object")
+    if namespace is not None and stored.get("namespace") != namespace:
+        raise AgentError(
+            f"{target.key} is not under namespace {namespace!r}'s prefix and its metadata says "
+            f"it was taken in namespace {stored.get('namespace')!r}: a Database restores only "
+            "its own namespace's backups (copy it under this namespace's prefix to restore it "
+            "here)"
+        )
     if why := compatible(engine, version, stored):
         raise AgentError(f"{target.key} cannot be restored here: {why}")
     line = target.store.get_bytes(target.checksum_key).decode().split()
@@ -372,7 +382,12 @@ def _upload(args: argparse.Namespace, target: Target) -> dict[str, Any]:
 def _fetch(args: argparse.Namespace, target: Target) -> dict[str, Any]:
     expected = args.sha256.removeprefix("sha256:") if args.sha256 else None
     return fetch(
-        target, Path(args.to), expected_sha256=expected, engine=args.engine, version=args.version
+        target,
+        Path(args.to),
+        expected_sha256=expected,
+        engine=args.engine,
+        version=args.version,
+        namespace=args.namespace,
     )
 
 
@@ -397,6 +412,11 @@ def parser() -> argparse.ArgumentParser:
     get.add_argument("--sha256", help="the checksum its DatabaseBackup recorded")
     get.add_argument("--engine", required=True, choices=[engine.value for engine in Engine])
     get.add_argument("--version", required=True, help="the version it is restored into")
+    get.add_argument(
+        "--namespace",
+        help="restore it only if its metadata says it was taken in this namespace (one stored "
+        "outside the namespace's prefix)",
+    )
     get.set_defaults(run=_fetch)
     rm = commands.add_parser("delete", help="delete a backup and its checksum and metadata")
     rm.set_defaults(run=lambda _args, target: delete(target))

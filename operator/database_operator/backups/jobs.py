@@ -346,9 +346,12 @@ def restore_job(
     location: str,
     sha256: str | None,
     options: JobOptions,
+    *,
+    belongs_to: str | None = None,
 ) -> Manifest:
     """The Job that restores the backup at ``location`` (checksum ``sha256``, if a
-    DatabaseBackup recorded one) onto ``db``'s volume, before its Deployment is created."""
+    DatabaseBackup recorded one) onto ``db``'s volume, before its Deployment is created;
+    ``belongs_to``: only if the backup's metadata says it was taken in that namespace."""
     engine = db.spec.engine
     engine_facts_ = engine_facts(db)
     restore_file = f"{recipes.RESTORE_DIR}/{recipes.file_name(engine)}"
@@ -360,6 +363,8 @@ def restore_job(
         f"--engine={engine.value}",
         f"--version={resolved_version(db)}",
     ] + ([f"--sha256={sha256}"] if sha256 else [])
+    if belongs_to is not None:
+        fetch_args.append(f"--namespace={belongs_to}")
     fetch = _agent(
         "fetch",
         options.agent_image,

@@ -9,7 +9,9 @@ Failed) rather than restored around: a DatabaseBackup that does not exist, that 
 another engine or a newer major version; a destination whose Secret or claim is missing (its
 Job could never start). The fetch step of the Job then checks the stored backup itself — its
 metadata, size and SHA-256 against what its DatabaseBackup recorded — and refuses a corrupt or
-truncated one; its words become the Database's RestoreFailed message. A Job whose pod cannot
+truncated one, and one stored outside the namespace's prefix (``<path>/<namespace>/``) whose
+metadata says another namespace took it (a shared bucket: a namespace never reads another's
+backups); its words become the Database's RestoreFailed message. A Job whose pod cannot
 start a container (an image it cannot pull, a Secret deleted since) is stopped after the start
 deadline and the restore fails, StartDeadlineExceeded, with the kubelet's words: the stopped
 Job stays, and says so to every later look, until it is deleted to try again.
@@ -50,6 +52,9 @@ class Source:
     location: str
     sha256: str | None = None
     backup: str | None = None
+    #: Stored outside the Database's namespace's prefix: restored only if the backup's metadata
+    #: says it was taken in this namespace (a shared bucket holds other namespaces' backups).
+    belongs_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,8 @@ def resolve(db: Database, backups: Mapping[str, DatabaseBackup]) -> Source | Gat
             db.spec.backup.destination if db.spec.backup else None
         )
         assert destination is not None  # the schema refuses a location without one
-        return Source(destination, restore.location)
+        own = restore.location.startswith(state.namespace_prefix(destination, db.namespace))
+        return Source(destination, restore.location, belongs_to=None if own else db.namespace)
     name = str(restore.backup)
     found = backups.get(name)
     if found is None:
@@ -147,7 +153,14 @@ async def _restore_job(
     # Checked before the Job is made; a Job made already says itself what it misses.
     if problem := await destination_problem(kube, db.namespace, source.destination):
         return Problem(Reason.DESTINATION_NOT_FOUND, problem)
-    manifest = jobs.restore_job(db, source.destination, source.location, source.sha256, options)
+    manifest = jobs.restore_job(
+        db,
+        source.destination,
+        source.location,
+        source.sha256,
+        options,
+        belongs_to=source.belongs_to,
+    )
     if await kube.create(manifest, exist_ok=True) is not None:
         return None
     # A namesake the watch does not show (not labelled as ours), or ours a moment early.

@@ -360,6 +360,12 @@ def destination_prefix(destination: BackupDestination) -> str | None:
     return destination.s3.path if destination.s3 is not None else None
 
 
+def namespace_prefix(destination: BackupDestination, namespace: str) -> str:
+    """Where the backups taken in ``namespace`` are stored in ``destination``: <path>/<ns>/."""
+    parts = [destination_prefix(destination) or "", namespace]
+    return "/".join(part.strip("/") for part in parts if part) + "/"
+
+
 # --- a Database's backups ------------------------------------------------------------------------
 
 
