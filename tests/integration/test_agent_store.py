@@ -61,6 +61,8 @@ class Agent:
     bucket: str
     endpoint: str
     keys: dict[str, str] = field(repr=False)
+    #: More of the destination's s3 settings (e.g. serverSideEncryption).
+    s3: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         destination = BackupDestination.model_validate(
@@ -69,6 +71,7 @@ class Agent:
                     "endpoint": self.endpoint,
                     "bucket": self.bucket,
                     "credentialsSecretRef": {"name": SECRET},
+                    **self.s3,
                 }
             }
         )
@@ -191,6 +194,25 @@ def test_the_agent_stores_fetches_and_deletes_with_the_right_keys(
     assert object_store.keys(bucket) == []
     assert cli.upload().status == 0
     assert object_store.get(bucket, KEY) == DUMP
+
+
+def test_with_server_side_encryption_the_store_encrypts_the_backup_and_its_companions(
+    cli: Agent, object_store: ObjectStore, bucket: str
+) -> None:
+    """spec...s3.serverSideEncryption AES256: every object the upload stores is asked to be
+    encrypted at rest, and the store (SeaweedFS's SSE-S3) says it is; a restore reads it back
+    as it was, with nothing more to say."""
+    encrypted = cli.but(s3={"serverSideEncryption": "AES256"})
+    assert encrypted.env()["BACKUP_S3_SERVER_SIDE_ENCRYPTION"] == "AES256"
+    assert encrypted.upload().status == 0
+    client = object_store.client()
+    for key in (KEY, f"{KEY}.sha256", f"{KEY}.json"):
+        assert client.head_object(Bucket=bucket, Key=key).get("ServerSideEncryption") == "AES256"
+    assert encrypted.fetch().status == 0
+    assert encrypted.restored.read_bytes() == DUMP
+    # Without the setting: the bucket's default (none here), as before.
+    assert cli.upload().status == 0
+    assert client.head_object(Bucket=bucket, Key=KEY).get("ServerSideEncryption") is None
 
 
 def test_a_backup_another_namespace_took_is_refused_for_good_and_fetches_nothing(

@@ -292,6 +292,12 @@ def test_a_backup_policy_and_a_restore_source_are_accepted_as_written(
         namespace, "restored", {"storage": {"size": "1Gi"}, "restore": {"backup": "nightly-1"}}
     )
     assert restored["spec"]["restore"] == {"backup": "nightly-1"}
+    kms = {"serverSideEncryption": "aws:kms", "kmsKeyId": "arn:aws:kms:eu-west-1:1:key/ab-12"}
+    encrypted = {"destination": {"s3": S3["s3"] | kms}}
+    created = cluster.create_db(
+        namespace, "encrypted", {"storage": {"size": "1Gi"}, "backup": encrypted}
+    )
+    assert created["spec"]["backup"]["destination"]["s3"] == S3["s3"] | kms
 
 
 @pytest.mark.parametrize(
@@ -316,6 +322,24 @@ def test_a_backup_policy_and_a_restore_source_are_accepted_as_written(
         (
             {"backup": {"destination": S3, "retention": {"count": 3}}},
             "backup.retention applies to the backups the schedule takes",
+        ),
+        (
+            {"backup": {"destination": {"s3": S3["s3"] | {"kmsKeyId": "alias/backups"}}}},
+            "s3.kmsKeyId names the KMS key of serverSideEncryption: aws:kms",
+        ),
+        (
+            {
+                "backup": {
+                    "destination": {
+                        "s3": S3["s3"] | {"serverSideEncryption": "AES256", "kmsKeyId": "k"}
+                    }
+                }
+            },
+            "s3.kmsKeyId names the KMS key of serverSideEncryption: aws:kms",
+        ),
+        (
+            {"backup": {"destination": {"s3": S3["s3"] | {"serverSideEncryption": "aws:kms:x"}}}},
+            "spec.backup.destination.s3.serverSideEncryption",
         ),
         (
             {"backup": {"destination": S3, "schedule": "@daily", "retention": {}}},

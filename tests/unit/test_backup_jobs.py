@@ -351,6 +351,17 @@ def test_the_agent_finds_an_s3_store_as_the_design_says() -> None:
     }
 
 
+def test_the_agent_asks_for_the_server_side_encryption_the_destination_names() -> None:
+    s3 = S3.model_dump(by_alias=True, exclude_none=True)["s3"]
+    kms = {"serverSideEncryption": "aws:kms", "kmsKeyId": "alias/backups"}
+    destination = BackupDestination.model_validate({"s3": s3 | kms})
+    upload = env_of(container(backup_job(destination=destination), "upload"))
+    assert upload["BACKUP_S3_SERVER_SIDE_ENCRYPTION"] == "aws:kms"
+    assert upload["BACKUP_S3_KMS_KEY_ID"] == "alias/backups"
+    plain = env_of(container(backup_job(destination=S3), "upload"))
+    assert not {"BACKUP_S3_SERVER_SIDE_ENCRYPTION", "BACKUP_S3_KMS_KEY_ID"} & set(plain)
+
+
 def test_the_agent_trusts_the_ca_bundle_of_the_secret_it_mounts() -> None:
     job = backup_job(destination=S3_WITH_CA)
     upload = container(job, "upload")

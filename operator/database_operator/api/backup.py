@@ -53,9 +53,30 @@ class SecretRef(_Model):
     )
 
 
+class ServerSideEncryption(StrEnum):
+    """How the store encrypts what it keeps (S3's x-amz-server-side-encryption)."""
+
+    AES256 = "AES256"
+    KMS = "aws:kms"
+
+
 class S3Destination(_Model):
     """An S3 bucket (AWS, or any S3-compatible store: Ceph RGW, SeaweedFS, MinIO, GCS's XML
     API...)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.kmsKeyId) || (has(self.serverSideEncryption) && "
+                    "self.serverSideEncryption == 'aws:kms')",
+                    "s3.kmsKeyId names the KMS key of serverSideEncryption: aws:kms; set that "
+                    "too, or drop kmsKeyId",
+                    ".kmsKeyId",
+                )
+            ]
+        }
+    )
 
     endpoint: str | None = Field(
         default=None,
@@ -87,6 +108,20 @@ class S3Destination(_Model):
         default=None,
         description=f"Secret whose key {CA_BUNDLE_KEY} holds the CA certificates (PEM) that "
         "sign the endpoint's certificate, for a store with a private CA.",
+    )
+    server_side_encryption: ServerSideEncryption | None = Field(
+        default=None,
+        description="How the store encrypts each object it keeps (the backup, its .sha256 and "
+        ".json): AES256 with keys the store manages (SSE-S3), or aws:kms with a KMS key "
+        "(kmsKeyId; without it, the store's default KMS key). Restores need nothing more: the "
+        "store decrypts for whoever may read. Empty: the bucket's default encryption.",
+    )
+    kms_key_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        pattern=r"^[A-Za-z0-9:/_.+=@-]+$",
+        description="With serverSideEncryption aws:kms: the KMS key (its id, ARN or alias).",
     )
 
 

@@ -42,12 +42,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from database_operator.engines import Engine, major_version
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.literals import ServerSideEncryptionType
+    from mypy_boto3_s3.type_defs import PutObjectRequestTypeDef
 
     from database_operator.backups.s3errors import Destination
 
@@ -62,6 +64,8 @@ KEY = "BACKUP_KEY"
 S3_ENDPOINT = "BACKUP_S3_ENDPOINT"
 S3_BUCKET = "BACKUP_S3_BUCKET"
 S3_REGION = "BACKUP_S3_REGION"
+S3_ENCRYPTION = "BACKUP_S3_SERVER_SIDE_ENCRYPTION"
+S3_KMS_KEY_ID = "BACKUP_S3_KMS_KEY_ID"
 #: The name (never the values) of the Secret with the S3 keys, for the words of a failure.
 S3_CREDENTIALS_SECRET = "BACKUP_S3_CREDENTIALS_SECRET"
 CA_BUNDLE = "AWS_CA_BUNDLE"
@@ -170,13 +174,22 @@ class S3Store:
 
     def put_file(self, key: str, path: Path) -> None:
         try:
-            self.client.upload_file(str(path), self.bucket, key)
+            self.client.upload_file(
+                str(path), self.bucket, key, ExtraArgs=self.destination.put_args or None
+            )
         except Exception as error:
             raise self._failed(error, f"uploading {key} to") from error
 
     def put_bytes(self, key: str, data: bytes) -> None:
         try:
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
+            request: PutObjectRequestTypeDef = {"Bucket": self.bucket, "Key": key, "Body": data}
+            if self.destination.encryption:
+                request["ServerSideEncryption"] = cast(
+                    "ServerSideEncryptionType", self.destination.encryption
+                )
+            if self.destination.kms_key_id:
+                request["SSEKMSKeyId"] = self.destination.kms_key_id
+            self.client.put_object(**request)
         except Exception as error:
             raise self._failed(error, f"uploading {key} to") from error
 
@@ -240,6 +253,8 @@ class Target:
             endpoint=environ.get(S3_ENDPOINT) or None,
             region=environ.get(S3_REGION) or DEFAULT_REGION,
             secret=environ.get(S3_CREDENTIALS_SECRET) or None,
+            encryption=environ.get(S3_ENCRYPTION) or None,
+            kms_key_id=environ.get(S3_KMS_KEY_ID) or None,
         )
         return cls(S3Store.connect(destination), key)
 

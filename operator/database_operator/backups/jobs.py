@@ -159,6 +159,8 @@ def destination_env(destination: BackupDestination, key: str) -> list[Manifest]:
         agent.CA_BUNDLE: f"{CA_MOUNT}/{CA_BUNDLE_KEY}" if s3.ca_bundle_secret_ref else None,
         # Its name only, so that a refusal of the keys can say which Secret to fix.
         agent.S3_CREDENTIALS_SECRET: s3.credentials_secret_ref.name,
+        agent.S3_ENCRYPTION: s3.server_side_encryption,
+        agent.S3_KMS_KEY_ID: s3.kms_key_id,
     }
     found += [{"name": name, "value": value} for name, value in plain.items() if value]
     return found + [

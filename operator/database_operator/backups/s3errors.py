@@ -264,6 +264,15 @@ class Destination:
     region: str
     #: The credentials Secret's name (the Job says it), if known.
     secret: str | None = None
+    #: S3's server-side encryption of what is stored (AES256, aws:kms), and the KMS key's id.
+    encryption: str | None = None
+    kms_key_id: str | None = None
+
+    @property
+    def put_args(self) -> dict[str, str]:
+        """The arguments of each upload that ask for the server-side encryption."""
+        found = {"ServerSideEncryption": self.encryption} if self.encryption else {}
+        return found | ({"SSEKMSKeyId": self.kms_key_id} if self.kms_key_id else {})
 
     @property
     def keys(self) -> str:
