@@ -197,6 +197,7 @@ BACKUP_POLICY = {
     "destination": {
         "s3": {
             "endpoint": "http://seaweedfs.storage.svc:8333",
+            "insecure": True,  # the demo's SeaweedFS serves no TLS
             "bucket": "backups",
             "path": "demo",
             "credentialsSecretRef": {"name": "backup-credentials"},

@@ -53,6 +53,7 @@ def store_destination(cluster: Cluster, namespace: str, store: ObjectStore) -> d
     return {
         "s3": {
             "endpoint": store.endpoint,
+            "insecure": True,  # SeaweedFS on loopback, without TLS
             "bucket": namespace,
             "credentialsSecretRef": {"name": STORE_SECRET},
         }

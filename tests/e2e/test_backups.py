@@ -33,6 +33,7 @@ def destination(bucket: str = "backups") -> dict[str, Any]:
     return {
         "s3": {
             "endpoint": "http://seaweedfs.storage.svc:8333",
+            "insecure": True,
             "bucket": bucket,
             "path": "team-a",
             "credentialsSecretRef": {"name": "backup-credentials"},

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException
 
-from tests.cluster import GROUP, PLURAL, VERSION, Cluster
+from tests.cluster import GROUP, PLURAL, VERSION, Cluster, own_cluster
+from tests.controlplane import ROOT, install_crds
 
 API_FIELDS = [
     "parameters",
@@ -376,6 +379,88 @@ def test_a_bad_backup_or_restore_spec_is_refused_naming_the_field(
     status, message = rejection(lambda: cluster.create_db(namespace, "bad", spec))
     assert status == 422
     assert words in message
+
+
+HTTP_S3 = {"s3": S3["s3"] | {"endpoint": "http://seaweedfs.storage.svc:8333"}}
+INSECURE = "s3.endpoint is http://"
+
+
+def test_an_http_endpoint_is_refused_unless_the_spec_says_insecure(
+    cluster: Cluster, namespace: str
+) -> None:
+    """Every spec that names a destination: a Database's backup and restore, a DatabaseBackup.
+    The status, which records the destination a backup used, is not checked."""
+    refused = {
+        "backup": lambda: cluster.create_db(
+            namespace, "plain-backup", {"backup": {"destination": HTTP_S3}}
+        ),
+        "restore": lambda: cluster.create_db(
+            namespace,
+            "plain-restore",
+            {"storage": {"size": "1Gi"}, "restore": {"location": "k/x", "destination": HTTP_S3}},
+        ),
+        "DatabaseBackup": lambda: cluster.create_backup(
+            namespace, "plain", {"database": "db", "destination": HTTP_S3}
+        ),
+    }
+    for what, create in refused.items():
+        status, message = rejection(create)
+        assert status == 422, what
+        assert INSECURE in message and "destination.s3.endpoint" in message, (what, message)
+    allowed = {"s3": HTTP_S3["s3"] | {"insecure": True}}
+    created = cluster.create_db(namespace, "ok", {"backup": {"destination": allowed}})
+    assert created["spec"]["backup"]["destination"] == allowed
+    cluster.create_backup(namespace, "ok", {"database": "ok", "destination": allowed})
+    https = {"s3": S3["s3"] | {"endpoint": "https://s3.eu-west-1.amazonaws.com"}}
+    created = cluster.create_db(namespace, "tls", {"backup": {"destination": https}})
+    assert created["spec"]["backup"]["destination"]["s3"]["insecure"] is False
+
+
+def test_a_database_stored_with_an_http_endpoint_before_the_rule_keeps_its_other_edits(
+    tmp_path: Path,
+) -> None:
+    """A Database made before this release with an http endpoint: the API server's validation
+    ratcheting keeps it valid while its destination is unchanged; a change to its backup
+    policy needs insecure: true (or https)."""
+    before = tmp_path / "crds"
+    before.mkdir()
+    for path in (ROOT / "config" / "crd" / "bases").glob("*.yaml"):
+        (before / path.name).write_text(without_https_rule(path.read_text()))
+    with own_cluster() as cluster, cluster.scratch_namespace("ratchet") as ns:
+        install_crds(cluster.kubeconfig, before)
+        cluster.create_db(ns, "old", {"backup": {"destination": HTTP_S3}})
+        install_crds(cluster.kubeconfig)
+        cluster.patch_db(ns, "old", {"spec": {"replicas": 2}})
+        _, message = rejection(
+            lambda: cluster.patch_db(ns, "old", {"spec": {"backup": {"schedule": "@daily"}}})
+        )
+        assert INSECURE in message
+        s3 = {"s3": {"insecure": True}}
+        patch = {"spec": {"backup": {"schedule": "@daily", "destination": s3}}}
+        assert cluster.patch_db(ns, "old", patch)["spec"]["backup"]["schedule"] == "@daily"
+
+
+def without_https_rule(text: str) -> str:
+    """A CRD of the project's without the https rule: as the previous release had it."""
+    docs = []
+    for doc in yaml.safe_load_all(text):
+        docs.append(_strip(doc))
+    return yaml.safe_dump_all(docs)
+
+
+def _strip(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {
+            key: (
+                [rule for rule in value if "startsWith('https://')" not in rule["rule"]]
+                if key == "x-kubernetes-validations"
+                else _strip(value)
+            )
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_strip(item) for item in node]
+    return node
 
 
 def test_a_restore_is_given_at_creation_and_never_added_changed_or_removed(

@@ -259,6 +259,7 @@ def s3_destination(object_store: ObjectStore, bucket: str) -> dict[str, Any]:
     return {
         "s3": {
             "endpoint": object_store.endpoint,
+            "insecure": True,  # SeaweedFS on loopback, without TLS
             "bucket": bucket,
             "path": "recipes",
             "credentialsSecretRef": {"name": S3_SECRET},

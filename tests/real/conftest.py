@@ -162,6 +162,7 @@ def bucket(host_store: ObjectStore, real_cluster: Cluster, user_namespace: str) 
     return {
         "s3": {
             "endpoint": host_store.endpoint,
+            "insecure": True,  # SeaweedFS on the host, without TLS
             "bucket": name,
             "path": "real",
             "credentialsSecretRef": {"name": "backup-credentials"},

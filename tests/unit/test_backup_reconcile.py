@@ -340,7 +340,7 @@ async def test_a_ready_database_gets_the_backup_job_and_the_backup_runs() -> Non
     status = world.status()
     assert status["phase"] == result.entered == "Running"
     assert (status["location"], status["engine"], status["job"]) == (location, "postgres", JOB)
-    assert status["destination"] == {"s3": S3}
+    assert status["destination"] == {"s3": S3 | {"insecure": False}}
     assert status["databaseUID"] == db["metadata"]["uid"]
     assert status["startedAt"] == "2026-03-10T02:00:00Z"
     assert world.reasons("DatabaseBackup") == world.reasons("Database") == ["BackupStarted"]

@@ -152,7 +152,11 @@ def test_a_backup_is_one_version_with_status_immutable_spec_and_its_columns() ->
     schema_ = version["schema"]["openAPIV3Schema"]
     assert schema_["required"] == ["spec"]
     rules = [r["rule"] for r in schema_["properties"]["spec"]["x-kubernetes-validations"]]
-    assert rules == ["self == oldSelf"]
+    assert rules[0] == "self == oldSelf"
+    assert "startsWith('https://')" in rules[1], "an http endpoint only with s3.insecure"
+    # On the spec only: the status records the destination a backup used, as it was.
+    status = schema_["properties"]["status"]["properties"]["destination"]
+    assert "startsWith" not in str(status)
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns["Phase"] == ".status.phase"
     assert columns["Database"] == ".spec.database"

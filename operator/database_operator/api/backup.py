@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, JsonValue
 
 from database_operator.api.common import (
     DATABASE_NAME_MAX_LENGTH,
@@ -53,6 +53,24 @@ class SecretRef(_Model):
     )
 
 
+def https_unless_insecure(*, optional: bool) -> dict[str, JsonValue]:
+    """The rule on a spec's ``destination``: an S3 endpoint is https unless s3.insecure says
+    otherwise. On the specs, not on S3Destination: a DatabaseBackup's status copies the
+    destination it used, and an object stored before the rule (kept by the API server's
+    validation ratcheting while its destination is unchanged) must still get its status."""
+    s3 = "self.destination.s3"
+    rule = (
+        f"!has({s3}) || !has({s3}.endpoint) || {s3}.endpoint.startsWith('https://') || "
+        f"(has({s3}.insecure) && {s3}.insecure)"
+    )
+    return cel(
+        f"!has(self.destination) || {rule}" if optional else rule,
+        "s3.endpoint is http://: the backups, and the requests signed with the S3 keys, would "
+        "cross the network in clear text; use https://, or set s3.insecure: true to accept it",
+        ".destination.s3.endpoint",
+    )
+
+
 class ServerSideEncryption(StrEnum):
     """How the store encrypts what it keeps (S3's x-amz-server-side-encryption)."""
 
@@ -83,8 +101,9 @@ class S3Destination(_Model):
         max_length=512,
         pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
         description="URL of the S3 API, e.g. https://s3.eu-west-1.amazonaws.com or "
-        "http://seaweedfs.storage.svc:8333. Empty: AWS S3 in the region. With an endpoint, "
-        "buckets are addressed path-style (what S3-compatible stores expect).",
+        "https://seaweedfs.storage.svc:8333 (http:// only with insecure: true). Empty: AWS S3 "
+        "in the region. With an endpoint, buckets are addressed path-style (what S3-compatible "
+        "stores expect).",
     )
     bucket: str = Field(pattern=BUCKET_PATTERN, description="The bucket; it must exist.")
     path: str | None = Field(
@@ -103,6 +122,12 @@ class S3Destination(_Model):
     credentials_secret_ref: SecretRef = Field(
         description=f"Secret with the keys {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY}. Only the "
         "backup, restore and delete Jobs read it, from their environment."
+    )
+    insecure: bool = Field(
+        default=False,
+        description="Allow an http:// endpoint: the backups and the S3 requests cross the "
+        "network in clear text (the requests are signed, the keys themselves never sent). "
+        "Without it, an endpoint must be https://.",
     )
     ca_bundle_secret_ref: SecretRef | None = Field(
         default=None,
@@ -193,12 +218,13 @@ class BackupPolicy(_Model):
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
+                https_unless_insecure(optional=False),
                 cel(
                     "!has(self.retention) || has(self.schedule)",
                     "backup.retention applies to the backups the schedule takes: set "
                     "backup.schedule too",
                     ".retention",
-                )
+                ),
             ]
         }
     )
@@ -243,6 +269,7 @@ class RestoreSource(_Model):
                     "where it is stored)",
                     ".destination",
                 ),
+                https_unless_insecure(optional=True),
             ]
         }
     )
@@ -298,7 +325,8 @@ class DatabaseBackupSpec(_Model):
                 cel(
                     "self == oldSelf",
                     "spec is immutable: a DatabaseBackup records one backup; create another",
-                )
+                ),
+                https_unless_insecure(optional=True),
             ]
         }
     )
