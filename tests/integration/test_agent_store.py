@@ -10,6 +10,7 @@ see how long each took to give up.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -27,6 +28,7 @@ import pytest
 
 from database_operator.api.backup import ACCESS_KEY_ID, SECRET_ACCESS_KEY, BackupDestination
 from database_operator.backups import agent, jobs
+from database_operator.backups.encryption import key_id
 from tests.controlplane import free_port
 from tests.tcpcut import cutting_proxy
 
@@ -63,8 +65,11 @@ class Agent:
     keys: dict[str, str] = field(repr=False)
     #: More of the destination's s3 settings (e.g. serverSideEncryption).
     s3: dict[str, str] = field(default_factory=dict)
+    #: The client-side encryption key's Secret value (base64), if the destination names one.
+    encryption_key: str | None = field(default=None, repr=False)
 
     def env(self) -> dict[str, str]:
+        encryption = {"keySecretRef": {"name": "backup-key"}} if self.encryption_key else None
         destination = BackupDestination.model_validate(
             {
                 "s3": {
@@ -72,7 +77,8 @@ class Agent:
                     "bucket": self.bucket,
                     "credentialsSecretRef": {"name": SECRET},
                     **self.s3,
-                }
+                },
+                "encryption": encryption,
             }
         )
         resolved: dict[str, str] = {}
@@ -83,6 +89,10 @@ class Agent:
                 ref = var["valueFrom"]["secretKeyRef"]
                 assert ref["name"] == SECRET
                 resolved[var["name"]] = self.keys[ref["key"]]
+        if self.encryption_key is not None:  # the Secret's volume, mounted
+            key_file = self.work / f"key-{key_id(base64.b64decode(self.encryption_key))}"
+            key_file.write_text(self.encryption_key)
+            resolved["BACKUP_ENCRYPTION_KEY_FILE"] = str(key_file)
         # Nothing of this machine's AWS set-up: only what a Job's pod has.
         home = self.work / "home"
         home.mkdir(exist_ok=True)
@@ -213,6 +223,53 @@ def test_with_server_side_encryption_the_store_encrypts_the_backup_and_its_compa
     # Without the setting: the bucket's default (none here), as before.
     assert cli.upload().status == 0
     assert client.head_object(Bucket=bucket, Key=KEY).get("ServerSideEncryption") is None
+
+
+def new_key() -> str:
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+def test_an_encrypted_backup_is_ciphertext_in_the_store_and_only_its_key_restores_it(
+    cli: Agent, object_store: ObjectStore, bucket: str
+) -> None:
+    """The store holds no byte of the dump in clear; a fetch without the key, or with another
+    one, is refused for good before anything is downloaded, naming the key the backup needs; a
+    stored byte changed is refused by the checksums, and, were they rewritten too, by GCM's tag."""
+    key = new_key()
+    sealed = cli.but(encryption_key=key)
+    assert sealed.upload().status == 0
+    stored = object_store.get(bucket, KEY)
+    assert DUMP not in stored and DUMP[:16] not in stored
+    metadata = json.loads(object_store.get(bucket, f"{KEY}.json"))
+    needed = key_id(base64.b64decode(key))
+    assert metadata["encryption"] == {"algorithm": "AES-256-GCM", "keyId": needed}
+    assert metadata["sha256"] == hashlib.sha256(stored).hexdigest()
+    cli.restored.parent.mkdir(exist_ok=True)
+    args = ["fetch", f"--to={cli.restored}", "--engine=redis", "--version=7"]
+
+    for what, agent_ in (("no key", cli), ("another key", cli.but(encryption_key=new_key()))):
+        refused = agent_.run(*args)
+        figures(f"an encrypted backup fetched with {what}", refused)
+        assert refused.status == agent.PERMANENT, refused.stderr
+        assert f"key {needed}" in refused.error
+        assert key not in refused.error + refused.stderr
+        assert not list(cli.restored.parent.iterdir()), "nothing downloaded"
+
+    assert sealed.run(*args).status == 0
+    assert cli.restored.read_bytes() == DUMP
+    cli.restored.unlink()
+
+    # One byte changed, and the companions made to agree: only the tag can tell.
+    tampered = bytearray(stored)
+    tampered[40] ^= 1
+    digest = hashlib.sha256(tampered).hexdigest()
+    object_store.put(bucket, KEY, bytes(tampered))
+    object_store.put(bucket, f"{KEY}.sha256", f"{digest}  shop-1.rdb\n".encode())
+    object_store.put(bucket, f"{KEY}.json", json.dumps(metadata | {"sha256": digest}).encode())
+    refused = sealed.run(*args)
+    assert refused.status == agent.PERMANENT, refused.stderr
+    assert "authentication tag does not verify" in refused.error
+    assert not list(cli.restored.parent.iterdir()), "nothing decrypted is handed on"
 
 
 def test_a_backup_another_namespace_took_is_refused_for_good_and_fetches_nothing(

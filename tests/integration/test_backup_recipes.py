@@ -24,6 +24,7 @@ the backup (dump + upload) and the restore (fetch + load) took.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -51,6 +52,7 @@ from database_operator.api.backup import (
 )
 from database_operator.api.models import Database
 from database_operator.backups import jobs, recipes, state
+from database_operator.backups.encryption import key_id
 from database_operator.desired.workload import settings
 from database_operator.engines import Engine, facts
 from database_operator.manifest import Manifest
@@ -153,6 +155,12 @@ class Pod:
             volume["name"]: given.get(volume["name"]) or owned(folder / volume["name"], owner)
             for volume in spec.get("volumes", [])
         }
+        for volume in spec.get("volumes", []):  # a Secret's volume: its keys as files
+            if "secret" in volume and volume["name"] not in given:
+                data = secrets[volume["secret"]["secretName"]]
+                items = volume["secret"].get("items") or [{"key": k, "path": k} for k in data]
+                for item in items:
+                    (self.volumes[volume["name"]] / item["path"]).write_text(data[item["key"]])
 
     def mounts(self, name: str) -> dict[str, Path]:
         return {
@@ -255,6 +263,15 @@ def bucket(object_store: ObjectStore) -> str:
     return name
 
 
+#: The Secret with the backups' client-side encryption key (base64, as openssl writes it).
+KEY_SECRET = "backup-key"
+ENCRYPTION_KEY = base64.b64encode(os.urandom(32)).decode() + "\n"
+
+
+def encrypted(destination: dict[str, Any]) -> dict[str, Any]:
+    return destination | {"encryption": {"keySecretRef": {"name": KEY_SECRET}}}
+
+
 def s3_destination(object_store: ObjectStore, bucket: str) -> dict[str, Any]:
     return {
         "s3": {
@@ -309,8 +326,13 @@ def location_of(db: Database, backup: DatabaseBackup) -> str:
 def secrets_of(
     db: Database, credentials: Mapping[str, str], store: Mapping[str, str]
 ) -> dict[str, dict[str, str]]:
-    """The Secrets the Jobs reference: the Database's credentials and the store's keys."""
-    return {desired.credentials_secret_name(db): dict(credentials), S3_SECRET: dict(store)}
+    """The Secrets the Jobs reference: the Database's credentials, the store's keys and the
+    backups' encryption key."""
+    return {
+        desired.credentials_secret_name(db): dict(credentials),
+        S3_SECRET: dict(store),
+        KEY_SECRET: {"key": ENCRYPTION_KEY},
+    }
 
 
 @dataclass(frozen=True)
@@ -1219,6 +1241,31 @@ def test_a_postgres_backup_restores_every_row_into_a_new_database(
     assert target.digest == source.digest
     rows = rows_written(source.digest, PG_TABLES)
     report(source, target, stored, f"{rows:,} rows in 3 tables and a 1 MB large object")
+
+
+def test_an_encrypted_postgres_backup_holds_no_plaintext_and_restores_every_row(
+    object_store: ObjectStore,
+    bucket: str,
+    folder: Path,
+) -> None:
+    """encryption.keySecretRef: the bucket holds AES-256-GCM ciphertext (none of the rows, not
+    pg_dump's header), checksummed as stored; the restore Job decrypts it with the same Secret
+    and every row comes back."""
+    store = store_keys(object_store)
+    destination = encrypted(s3_destination(object_store, bucket))
+    source = backed_up(POSTGRES, folder, destination, store, 20_000)
+    stored = check_stored(object_store, bucket, source.taken, source.version, folder)
+    assert stored.startswith(b"DBOPAES1") and b"PGDMP" not in stored
+    assert b"item " not in stored, "no row in clear"
+    metadata = json.loads(object_store.get(bucket, f"{source.taken.location}.json"))
+    key = base64.b64decode(ENCRYPTION_KEY)
+    assert metadata["encryption"] == {"algorithm": "AES-256-GCM", "keyId": key_id(key)}
+    assert metadata["plaintextSize"] == len(stored) - 36  # magic, IV and tag
+
+    target = restored_from(POSTGRES, source, folder, store)
+
+    assert target.digest == source.digest
+    report(source, target, stored, f"{rows_written(source.digest, PG_TABLES):,} rows, encrypted")
 
 
 def test_a_postgres_backup_restores_under_another_user_and_password(

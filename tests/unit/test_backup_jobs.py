@@ -362,6 +362,42 @@ def test_the_agent_asks_for_the_server_side_encryption_the_destination_names() -
     assert not {"BACKUP_S3_SERVER_SIDE_ENCRYPTION", "BACKUP_S3_KMS_KEY_ID"} & set(plain)
 
 
+@pytest.mark.parametrize("kind", ["backup", "restore", "delete"])
+def test_only_the_agent_mounts_the_encryption_key_and_finds_it_by_its_file(kind: str) -> None:
+    """The key reaches the agent as a file of the Secret's volume (never env, never an
+    argument), and no engine container of the Job sees it."""
+    wire = S3.model_dump(by_alias=True, exclude_none=True)
+    ref = {"name": "backup-key", "key": "aes"}
+    destination = BackupDestination.model_validate(wire | {"encryption": {"keySecretRef": ref}})
+    job = {
+        "backup": lambda: backup_job(destination=destination),
+        "restore": lambda: restore_job(destination=destination),
+        "delete": lambda: jobs.delete_job(
+            make_backup().model_copy(
+                update={
+                    "status": make_backup().status.model_copy(
+                        update={"destination": destination, "location": LOCATION}
+                    )
+                }
+            ),
+            OPTIONS,
+        ),
+    }[kind]()
+    items = [{"key": "aes", "path": "key"}]
+    volume: Manifest = {"name": None, "secret": {"secretName": "backup-key", "items": items}}
+    agents = [c for c in containers(job) if c["command"][:2] == jobs.AGENT_COMMAND]
+    assert agents
+    for found in containers(job):
+        if found in agents and kind != "delete":  # a deletion needs no key
+            mounted = mount_path(job, found, volume)
+            assert env_of(found)["BACKUP_ENCRYPTION_KEY_FILE"] == f"{mounted}/key"
+            assert env_of(found)["BACKUP_ENCRYPTION_SECRET"] == "backup-key (key aes)"
+        else:
+            names = {m["name"] for m in found.get("volumeMounts", [])}
+            assert jobs.KEY_VOLUME not in names, found["name"]
+            assert "BACKUP_ENCRYPTION_KEY_FILE" not in env_of(found)
+
+
 def test_the_agent_trusts_the_ca_bundle_of_the_secret_it_mounts() -> None:
     job = backup_job(destination=S3_WITH_CA)
     upload = container(job, "upload")

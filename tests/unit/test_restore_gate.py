@@ -247,6 +247,19 @@ def test_a_location_outside_the_namespaces_prefix_is_restored_only_if_its_metada
 
 
 @synchronously
+async def test_a_destination_whose_encryption_keys_secret_is_missing_fails_the_database() -> None:
+    """Its Job could never start (the key's volume): said at once, naming the Secret."""
+    kube = with_secrets("s3-creds")
+    sealed = {"s3": S3, "encryption": {"keySecretRef": {"name": "backup-key"}}}
+    db = make_db({"location": LOCATION, "destination": sealed})
+    found = await gate(kube, db, backups={})
+    assert found.failure is not None
+    assert found.failure.reason == Reason.DESTINATION_NOT_FOUND
+    assert "Secret 'backup-key' does not exist" in found.failure.message
+    assert kube.written() == []
+
+
+@synchronously
 async def test_a_destination_whose_secret_is_missing_fails_the_database() -> None:
     kube = with_secrets()
     found = await gate(kube, make_db(FROM_BACKUP))

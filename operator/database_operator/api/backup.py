@@ -36,6 +36,8 @@ SCHEDULED_AT_ANNOTATION = f"{GROUP}/scheduled-at"
 ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
 SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
 CA_BUNDLE_KEY = "ca.crt"
+#: The default key of the Secret that holds a backup encryption key.
+ENCRYPTION_KEY = "key"
 #: An S3 bucket name (the rules every S3 implementation accepts).
 BUCKET_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 #: A key prefix or an object key: path segments of safe characters, no leading, trailing or
@@ -159,6 +161,33 @@ class PvcDestination(_Model):
     )
 
 
+class SecretKeyRef(_Model):
+    """A key of a Secret in the same namespace."""
+
+    name: str = Field(
+        min_length=1, max_length=253, pattern=NAME_PATTERN, description="Name of the Secret."
+    )
+    key: str = Field(
+        default=ENCRYPTION_KEY,
+        min_length=1,
+        max_length=253,
+        pattern=r"^[-._a-zA-Z0-9]+$",
+        description="The key in its data.",
+    )
+
+
+class BackupEncryption(_Model):
+    """Client-side encryption: the agent encrypts each backup before it leaves the Job, so the
+    store holds ciphertext only."""
+
+    key_secret_ref: SecretKeyRef = Field(
+        description="The Secret key that holds the encryption key: 32 random bytes, base64 "
+        "(openssl rand -base64 32). AES-256-GCM; the key's id (not the key) is in each "
+        "backup's metadata, and a restore with another key is refused, naming the one it needs. "
+        "Keep the Secret: without it, its backups cannot be restored."
+    )
+
+
 class BackupDestination(_Model):
     """Where backups are stored: exactly one of s3 or pvc."""
 
@@ -175,6 +204,10 @@ class BackupDestination(_Model):
 
     s3: S3Destination | None = Field(default=None, description="An S3 bucket.")
     pvc: PvcDestination | None = Field(default=None, description="A PersistentVolumeClaim.")
+    encryption: BackupEncryption | None = Field(
+        default=None,
+        description="Encrypt each backup in the Job, before it is stored (either destination).",
+    )
 
     def describe(self) -> str:
         """Where, for people (no credentials)."""

@@ -39,11 +39,12 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
 
+from database_operator.backups import encryption
 from database_operator.engines import Engine, major_version
 
 if TYPE_CHECKING:
@@ -70,6 +71,9 @@ S3_KMS_KEY_ID = "BACKUP_S3_KMS_KEY_ID"
 S3_CREDENTIALS_SECRET = "BACKUP_S3_CREDENTIALS_SECRET"
 CA_BUNDLE = "AWS_CA_BUNDLE"
 PVC_DIR = "BACKUP_PVC_DIR"
+#: The mounted file with the client-side encryption key, and its Secret's name (for words).
+ENCRYPTION_KEY_FILE = "BACKUP_ENCRYPTION_KEY_FILE"
+ENCRYPTION_SECRET = "BACKUP_ENCRYPTION_SECRET"
 DEFAULT_REGION = "us-east-1"
 
 
@@ -86,6 +90,7 @@ class Store(Protocol):
 
     def put_file(self, key: str, path: Path) -> None: ...
     def put_bytes(self, key: str, data: bytes) -> None: ...
+    def put_stream(self, key: str, source: BinaryIO) -> None: ...
     def get_file(self, key: str, path: Path) -> None: ...
     def get_bytes(self, key: str) -> bytes: ...
     def delete(self, keys: Sequence[str]) -> None: ...
@@ -119,6 +124,9 @@ class FolderStore:
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._write(key, lambda out: out.write(data))
+
+    def put_stream(self, key: str, source: BinaryIO) -> None:
+        self._write(key, lambda out: shutil.copyfileobj(source, out, CHUNK))
 
     def get_file(self, key: str, path: Path) -> None:
         try:
@@ -193,6 +201,15 @@ class S3Store:
         except Exception as error:
             raise self._failed(error, f"uploading {key} to") from error
 
+    def put_stream(self, key: str, source: BinaryIO) -> None:
+        # Read once, in order (s3transfer keeps each part it read for its retries).
+        try:
+            self.client.upload_fileobj(
+                source, self.bucket, key, ExtraArgs=self.destination.put_args or None
+            )
+        except Exception as error:
+            raise self._failed(error, f"uploading {key} to") from error
+
     def get_file(self, key: str, path: Path) -> None:
         try:
             self.client.download_file(self.bucket, key, str(path))
@@ -236,14 +253,25 @@ class Target:
 
     store: Store
     key: str
+    #: The client-side encryption key, and the words that name its Secret.
+    encryption_key: bytes | None = field(default=None, repr=False)
+    encryption_secret: str = "the encryption key's Secret"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Target:
         key = environ.get(KEY, "")
         if not key:
             raise AgentError(f"{KEY} is not set: the Job does not say where the backup is")
+        secret = environ.get(ENCRYPTION_SECRET) or "the encryption key's Secret"
+        encryption_key = None
+        if environ.get(ENCRYPTION_KEY_FILE):
+            try:
+                text = Path(environ[ENCRYPTION_KEY_FILE]).read_bytes()
+                encryption_key = encryption.load_key(text, f"the Secret {secret}")
+            except (OSError, encryption.EncryptionError) as error:
+                raise AgentError(f"encryption.keySecretRef: {error}") from None
         if environ.get(PVC_DIR):
-            return cls(FolderStore(Path(environ[PVC_DIR])), key)
+            return cls(FolderStore(Path(environ[PVC_DIR])), key, encryption_key, secret)
         if not environ.get(S3_BUCKET):
             raise AgentError(f"neither {PVC_DIR} nor {S3_BUCKET} is set: no destination")
         from database_operator.backups.s3errors import Destination
@@ -256,7 +284,7 @@ class Target:
             encryption=environ.get(S3_ENCRYPTION) or None,
             kms_key_id=environ.get(S3_KMS_KEY_ID) or None,
         )
-        return cls(S3Store.connect(destination), key)
+        return cls(S3Store.connect(destination), key, encryption_key, secret)
 
     @property
     def checksum_key(self) -> str:
@@ -287,10 +315,28 @@ def upload(target: Target, dump: Path, metadata: Mapping[str, Any]) -> dict[str,
     """Store ``dump`` with its checksum and metadata; what was stored."""
     if not dump.is_file():
         raise AgentError(f"{dump} does not exist: the dump did not complete")
-    sha256, size = sha256_of(dump)
-    target.store.put_file(target.key, dump)
+    extra: dict[str, Any] = {}
+    if target.encryption_key is None:
+        sha256, size = sha256_of(dump)
+        target.store.put_file(target.key, dump)
+    else:
+        # Encrypted as it is read by the upload; the checksums are of what is stored.
+        with dump.open("rb") as plain:
+            try:
+                sealed = encryption.Encrypting(plain, target.encryption_key, dump.stat().st_size)
+            except encryption.EncryptionError as error:
+                raise AgentError(str(error)) from None
+            target.store.put_stream(target.key, sealed)  # type: ignore[arg-type]
+        sha256, size = sealed.sha256, sealed.size
+        extra = {
+            "encryption": {
+                "algorithm": encryption.ALGORITHM,
+                "keyId": encryption.key_id(target.encryption_key),
+            },
+            "plaintextSize": dump.stat().st_size,
+        }
     target.store.put_bytes(target.checksum_key, checksum_line(sha256, target.key))
-    stored = {**metadata, "size": size, "sha256": sha256, "location": target.key}
+    stored = {**metadata, **extra, "size": size, "sha256": sha256, "location": target.key}
     target.store.put_bytes(
         target.metadata_key, json.dumps(stored, indent=2, sort_keys=True).encode() + b"\n"
     )
@@ -339,6 +385,7 @@ def fetch(
         )
     if why := compatible(engine, version, stored):
         raise AgentError(f"{target.key} cannot be restored here: {why}")
+    sealed_with = _sealed_with(target, stored)
     line = target.store.get_bytes(target.checksum_key).decode().split()
     recorded = line[0] if line else ""
     partial = into.with_name(into.name + ".partial")
@@ -359,8 +406,38 @@ def fetch(
         raise AgentError(
             f"{target.key} is corrupt or truncated ({'; '.join(problems)}): not restored"
         )
-    partial.replace(into)
-    return {**stored, "verified": True}
+    if sealed_with is None:
+        partial.replace(into)
+        return {**stored, "verified": True}
+    try:
+        encryption.decrypt(partial, into, sealed_with)
+    except encryption.EncryptionError as error:
+        raise AgentError(f"{target.key} is not restored: {error}") from None
+    finally:
+        partial.unlink(missing_ok=True)
+    return {**stored, "verified": True, "decrypted": True}
+
+
+def _sealed_with(target: Target, stored: Mapping[str, Any]) -> bytes | None:
+    """The key to decrypt the backup with (None: it is not encrypted); refused before any
+    download when the Job has no key, or another one."""
+    sealed = stored.get("encryption")
+    if not sealed:
+        return None
+    wanted = sealed.get("keyId") if isinstance(sealed, dict) else None
+    if target.encryption_key is None:
+        raise AgentError(
+            f"{target.key} is encrypted ({encryption.ALGORITHM}, key {wanted}): name the Secret "
+            "that holds that key in the destination's encryption.keySecretRef"
+        )
+    have = encryption.key_id(target.encryption_key)
+    if have != wanted:
+        raise AgentError(
+            f"{target.key} was encrypted with key {wanted}, and {target.encryption_secret} "
+            f"holds key {have}: not restored; name the Secret with key {wanted} in "
+            "encryption.keySecretRef"
+        )
+    return target.encryption_key
 
 
 def delete(target: Target) -> dict[str, Any]:

@@ -69,6 +69,9 @@ DESTINATION_MOUNT = "/destination"
 #: Of a Database's placement, what a backup's pod takes: the nodes it may run on.
 NODE_PLACEMENT = ("nodeSelector", "tolerations", "priorityClassName")
 CA_MOUNT = "/etc/database-operator/s3-ca"
+#: The client-side encryption key's Secret, mounted in the agent's containers only (never the
+#: engine's), as one file.
+KEY_VOLUME, KEY_MOUNT, KEY_FILE = "encryption-key", "/etc/database-operator/backup-key", "key"
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,13 @@ def _labels(database: str, component: str, shard: str | None) -> dict[str, str]:
 def destination_env(destination: BackupDestination, key: str) -> list[Manifest]:
     """Where the agent finds a backup: plain settings, and the S3 keys by secretKeyRef."""
     found: list[Manifest] = [{"name": agent.KEY, "value": key}]
+    if destination.encryption is not None:
+        ref = destination.encryption.key_secret_ref
+        found += [
+            {"name": agent.ENCRYPTION_KEY_FILE, "value": f"{KEY_MOUNT}/{KEY_FILE}"},
+            # Its name and key only, so that a refusal can say which to fix.
+            {"name": agent.ENCRYPTION_SECRET, "value": f"{ref.name} (key {ref.key})"},
+        ]
     if destination.pvc is not None:
         return [*found, {"name": agent.PVC_DIR, "value": DESTINATION_MOUNT}]
     s3 = destination.s3
@@ -175,7 +185,21 @@ def destination_env(destination: BackupDestination, key: str) -> list[Manifest]:
 
 
 def destination_volumes(destination: BackupDestination) -> tuple[list[Manifest], list[Manifest]]:
-    """The volumes the agent needs for ``destination`` (a claim, a CA bundle) and its mounts."""
+    """The volumes the agent needs for ``destination`` (a claim, a CA bundle, an encryption
+    key) and its mounts."""
+    volumes, mounts = _store_volumes(destination)
+    if destination.encryption is not None:
+        ref = destination.encryption.key_secret_ref
+        items = [{"key": ref.key, "path": KEY_FILE}]
+        volumes = [
+            *volumes,
+            {"name": KEY_VOLUME, "secret": {"secretName": ref.name, "items": items}},
+        ]
+        mounts = [*mounts, {"name": KEY_VOLUME, "mountPath": KEY_MOUNT, "readOnly": True}]
+    return volumes, mounts
+
+
+def _store_volumes(destination: BackupDestination) -> tuple[list[Manifest], list[Manifest]]:
     if destination.pvc is not None:
         claim = {"claimName": destination.pvc.claim_name}
         return (
@@ -420,18 +444,25 @@ def restore_job(
     )
 
 
+def store_only(destination: BackupDestination) -> BackupDestination:
+    """``destination`` without its encryption: what a deletion needs (no key; and a key's
+    Secret deleted since must not keep a backup from being deleted)."""
+    return destination.model_copy(update={"encryption": None})
+
+
 def delete_job(backup: DatabaseBackup, options: JobOptions) -> Manifest:
     """The Job that deletes ``backup``'s stored data (as recorded in its status)."""
     status = backup.status
     assert status.destination is not None and status.location is not None
     engine = Engine(status.engine or Engine.POSTGRES)
-    volumes, mounts = destination_volumes(status.destination)
+    destination = store_only(status.destination)
+    volumes, mounts = destination_volumes(destination)
     uid = facts(engine).uid  # the UID that wrote the backup: on a claim, its files are its own
     deleter = _agent(
         "delete",
         options.agent_image,
         ["delete"],
-        destination_env(status.destination, status.location),
+        destination_env(destination, status.location),
         mounts,
     )
     shard = (backup.metadata.get("labels") or {}).get(SHARD_LABEL)

@@ -22,20 +22,22 @@ async def destination_problem(
 ) -> str | None:
     """Why a Job could not use ``destination`` (a Secret, a key or a claim it needs is
     missing), or None. Names only, never a value."""
+    wanted: list[tuple[str, tuple[str, ...]]] = []
+    if destination.encryption is not None:
+        ref = destination.encryption.key_secret_ref
+        wanted.append((ref.name, (ref.key,)))
     if destination.pvc is not None:
         name = destination.pvc.claim_name
         # A user's claim: the cache holds only the claims the operator made (its watch selects
         # them by label), so a read from it would say any other claim does not exist.
         if await kube.get_live("PersistentVolumeClaim", namespace, name) is None:
             return f"PersistentVolumeClaim {name!r} does not exist in namespace {namespace!r}"
-        return None
-    s3 = destination.s3
-    assert s3 is not None
-    wanted: list[tuple[str, tuple[str, ...]]] = [
-        (s3.credentials_secret_ref.name, (ACCESS_KEY_ID, SECRET_ACCESS_KEY))
-    ]
-    if s3.ca_bundle_secret_ref is not None:
-        wanted.append((s3.ca_bundle_secret_ref.name, (CA_BUNDLE_KEY,)))
+    else:
+        s3 = destination.s3
+        assert s3 is not None
+        wanted.append((s3.credentials_secret_ref.name, (ACCESS_KEY_ID, SECRET_ACCESS_KEY)))
+        if s3.ca_bundle_secret_ref is not None:
+            wanted.append((s3.ca_bundle_secret_ref.name, (CA_BUNDLE_KEY,)))
     for name, keys in wanted:
         secret = await kube.get_live("Secret", namespace, name)  # a user's: never cached
         if secret is None:

@@ -391,7 +391,8 @@ class BackupReconciler:
             ):
                 uid = running["metadata"]["uid"]
                 await self.kube.delete("Job", backup.namespace, status.job, uid)
-        if problem := await destination_problem(self.kube, backup.namespace, status.destination):
+        stored_in = jobs.store_only(status.destination)
+        if problem := await destination_problem(self.kube, backup.namespace, stored_in):
             return self._kept(backup, where, problem)
         name = jobs.delete_job_name(backup)
         job = await self.kube.get("Job", backup.namespace, name)
