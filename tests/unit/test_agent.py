@@ -5,8 +5,10 @@ failures)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,3 +282,47 @@ def test_the_result_is_also_printed_for_the_pods_log(
 ) -> None:
     cli.upload()
     assert json.loads(capsys.readouterr().out)["sha256"] == SHA256
+
+
+# --- encryption, on a claim -----------------------------------------------------------------------
+
+
+def test_an_encrypted_backup_on_a_claim_is_ciphertext_and_its_key_restores_it(cli: Agent) -> None:
+    """The claim's store: the dump encrypted as it is copied, under a temporary name, then
+    decrypted by a fetch with the key; one with a key of another id is refused."""
+    key_file = cli.work / "key"
+    key_file.write_text(base64.b64encode(os.urandom(32)).decode())
+    sealed = {agent.ENCRYPTION_KEY_FILE: str(key_file)}
+    (cli.work / "backup.pgdump").write_bytes(DUMP)
+    (cli.work / "engine-version").write_text("16.4\n")
+    upload = [
+        "upload",
+        f"--file={cli.work / 'backup.pgdump'}",
+        f"--version-file={cli.work / 'engine-version'}",
+        "--engine=postgres",
+        "--namespace=prod",
+        "--database=shop",
+        "--backup=shop-1",
+    ]
+    assert cli.run(*upload, **sealed).status == 0
+    stored = cli.stored().read_bytes()
+    assert stored.startswith(b"DBOPAES1") and DUMP[:64] not in stored
+    assert not list(cli.store.rglob("*.partial"))
+    cli.target.parent.mkdir(exist_ok=True)
+    fetch = ["fetch", f"--to={cli.target}", "--engine=postgres", "--version=16"]
+    assert cli.run(*fetch, **sealed).status == 0
+    assert cli.target.read_bytes() == DUMP
+    other = cli.work / "other-key"
+    other.write_text(base64.b64encode(os.urandom(32)).decode())
+    refused = cli.run(*fetch, **{agent.ENCRYPTION_KEY_FILE: str(other)})
+    assert refused.status == agent.PERMANENT
+    assert "was encrypted with key" in refused.result["error"]
+
+
+def test_a_key_file_that_holds_no_key_fails_for_good_and_shows_nothing_of_it(cli: Agent) -> None:
+    key_file = cli.work / "key"
+    key_file.write_text("too-short\n")
+    ran = cli.run("delete", **{agent.ENCRYPTION_KEY_FILE: str(key_file)})
+    assert ran.status == agent.PERMANENT
+    assert "does not hold a key" in ran.result["error"]
+    assert "too-short" not in ran.result["error"]
