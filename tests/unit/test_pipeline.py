@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from database_operator.engines import ENGINES
 from tests.hack import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,6 +168,20 @@ def test_ci_deploys_only_after_every_test_job_passed() -> None:
         assert f"refs/heads/{branch}' && '{environment}'" in deploy["environment"] or (
             environment == "prod" and deploy["environment"].rstrip("} \n").endswith("'prod'")
         )
+
+
+def test_ci_scans_every_image_the_operator_runs_by_default() -> None:
+    """Each engine's image at its default version and each exporter's pinned release: the
+    list in ci.yaml is engines.py's, so a new default is scanned from the commit it lands in."""
+    job = workflow("ci.yaml")["jobs"]["engine-images"]
+    scanned = job["strategy"]["matrix"]["image"]
+    wanted = [f"{facts.image}:{facts.default_version}" for facts in ENGINES.values()] + [
+        facts.exporter.image for facts in ENGINES.values() if facts.exporter is not None
+    ]
+    assert scanned == wanted
+    [scan] = job["steps"]
+    assert scan["with"]["image-ref"] == "${{ matrix.image }}"
+    assert scan["with"]["exit-code"] == "1"
 
 
 def test_the_concurrency_groups_agree_with_resolve_env() -> None:
