@@ -161,12 +161,9 @@ class PvcDestination(_Model):
     )
 
 
-class SecretKeyRef(_Model):
+class SecretKeyRef(SecretRef):
     """A key of a Secret in the same namespace."""
 
-    name: str = Field(
-        min_length=1, max_length=253, pattern=NAME_PATTERN, description="Name of the Secret."
-    )
     key: str = Field(
         default=ENCRYPTION_KEY,
         min_length=1,
