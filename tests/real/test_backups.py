@@ -5,7 +5,9 @@ stored objects of the backups it lets go."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import os
 from typing import Any
 
 from tests.cluster import Cluster, wait_for
@@ -53,11 +55,21 @@ def test_a_backup_of_each_engine_restores_the_same_rows_and_keys_into_a_new_data
     host_store: ObjectStore,
 ) -> None:
     ns = user_namespace
-    policy = {"destination": bucket}
+    # Redis's backups encrypted twice over: in the Job (the key a Secret of the namespace's)
+    # and by the store (SSE-S3).
+    key = base64.b64encode(os.urandom(32)).decode()
+    real_cluster.create_secret(ns, "backup-key", {"key": key})
+    sealed = {
+        "s3": bucket["s3"] | {"serverSideEncryption": "AES256"},
+        "encryption": {"keySecretRef": {"name": "backup-key"}},
+    }
+    policies = {"pg": {"destination": bucket}, "my": {"destination": bucket}}
+    policies["kv"] = {"destination": sealed}
     for name, engine in (("pg", "postgres"), ("my", "mysql"), ("kv", "redis")):
         create(
-            real_cluster, ns, name, images, engine=engine, storage={"size": "1Gi"}, backup=policy
-        )
+            real_cluster, ns, name, images,
+            engine=engine, storage={"size": "1Gi"}, backup=policies[name],
+        )  # fmt: skip
     for name in ("pg", "my", "kv"):
         wait_active(real_cluster, ns, name)
 
@@ -92,6 +104,13 @@ def test_a_backup_of_each_engine_restores_the_same_rows_and_keys_into_a_new_data
     assert stored["pg"]["engineVersion"].startswith("15.")
     assert "MariaDB" in stored["my"]["engineVersion"]
     assert stored["kv"]["engineVersion"].startswith("7.0.")
+    kv_data = host_store.get(bucket["s3"]["bucket"], stored["kv"]["location"])
+    assert kv_data.startswith(b"DBOPAES1") and b"REDIS" not in kv_data[:64]
+    assert b"value-1" not in kv_data, "no key's value in clear"
+    head = host_store.client().head_object(
+        Bucket=bucket["s3"]["bucket"], Key=stored["kv"]["location"]
+    )
+    assert head.get("ServerSideEncryption") == "AES256"
 
     for name, engine in (("pg", "postgres"), ("my", "mysql"), ("kv", "redis")):
         create(
