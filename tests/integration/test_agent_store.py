@@ -443,3 +443,28 @@ def test_a_store_that_goes_away_mid_transfer_is_worth_a_retry(
     assert not cut.restored.exists(), "no half of a backup is handed on"
     if command == "upload":
         assert f"{KEY}.json" not in object_store.keys(bucket), "no metadata of a partial upload"
+
+
+def test_an_encrypted_dump_larger_than_a_part_is_uploaded_in_parts_and_restored_whole(
+    cli: Agent, object_store: ObjectStore, bucket: str
+) -> None:
+    """Past boto3's multipart threshold (8 MB) the encrypting stream, which cannot seek, is
+    read once, part by part: what is stored is what was hashed, and it decrypts whole."""
+    sealed = cli.but(encryption_key=new_key())
+    dump = os.urandom(20 * 2**20 + 17)
+    (sealed.work / "big.rdb").write_bytes(dump)
+    (sealed.work / "engine-version").write_text("7.2.4\n")
+    uploaded = sealed.run(
+        "upload", f"--file={sealed.work / 'big.rdb'}",
+        f"--version-file={sealed.work / 'engine-version'}", "--engine=redis",
+        "--namespace=prod", "--database=shop", "--backup=shop-1",
+    )  # fmt: skip
+    assert uploaded.status == 0, uploaded.stderr
+    data = object_store.get(bucket, KEY)
+    assert len(data) == len(dump) + 36
+    metadata = json.loads(object_store.get(bucket, f"{KEY}.json"))
+    assert metadata["sha256"] == hashlib.sha256(data).hexdigest()
+    cli.restored.parent.mkdir(exist_ok=True)
+    fetched = sealed.run("fetch", f"--to={cli.restored}", "--engine=redis", "--version=7")
+    assert fetched.status == 0, fetched.stderr
+    assert cli.restored.read_bytes() == dump
