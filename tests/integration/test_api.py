@@ -290,7 +290,9 @@ def test_a_backup_policy_and_a_restore_source_are_accepted_as_written(
     created = cluster.create_db(
         namespace, "scheduled", {"storage": {"size": "1Gi"}, "backup": policy}
     )
-    assert created["spec"]["backup"] == policy | {"suspend": False}
+    # With the defaults the API server writes: not suspended, an endpoint not insecure.
+    defaulted = {"s3": S3["s3"] | {"insecure": False}}
+    assert created["spec"]["backup"] == policy | {"destination": defaulted, "suspend": False}
     restored = cluster.create_db(
         namespace, "restored", {"storage": {"size": "1Gi"}, "restore": {"backup": "nightly-1"}}
     )
@@ -300,7 +302,7 @@ def test_a_backup_policy_and_a_restore_source_are_accepted_as_written(
     created = cluster.create_db(
         namespace, "encrypted", {"storage": {"size": "1Gi"}, "backup": encrypted}
     )
-    assert created["spec"]["backup"]["destination"]["s3"] == S3["s3"] | kms
+    assert created["spec"]["backup"]["destination"]["s3"] == defaulted["s3"] | kms
 
 
 @pytest.mark.parametrize(
