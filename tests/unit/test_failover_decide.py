@@ -692,3 +692,40 @@ def test_a_switchover_waits_while_the_primary_is_lost() -> None:
     plan = decide(lost, target(), confirmed(), NOW, FAILOVER, switchover="shop-2")
 
     assert not plan.answered and plan.target is None
+
+
+def test_a_pod_made_in_the_targets_second_is_fenced_only_once_that_second_is_over() -> None:
+    """Seen on a real node: a switchover named shop-2 at :46.404; the old primary's pod was
+    deleted and its replacement created at :46.55, whose creationTimestamp says :46 — before
+    the target, by whole seconds. It may have read either target: it is a suspect, but its
+    fence waits until :47, so that its own replacement is made in a later second and is never
+    taken for one that started before (which, fenced in turn, left a pod that never stopped)."""
+    since = NOW.replace(microsecond=404_000)
+    in_that_second = pod("shop-1", suffix="b", created=NOW)  # :00.55, said :00
+    old = pod("shop-1", created=since - timedelta(hours=1), deleting=True)
+    instances = [seen("shop-1", None, old, in_that_second), seen("shop-2", standby(900))]
+
+    early = decide(
+        instances, target("shop-2", since), confirmed(), NOW.replace(microsecond=600_000), FAILOVER
+    )
+    assert early.fence == [] and early.promote is None and early.busy
+
+    later = decide(
+        instances, target("shop-2", since), confirmed(), NOW + timedelta(seconds=1), FAILOVER
+    )
+    assert later.fence == [in_that_second] and later.promote is None
+
+    replacement = pod("shop-1", suffix="c", created=NOW + timedelta(seconds=1))
+    gone = [seen("shop-1", None, replacement), seen("shop-2", standby(900))]
+    done = decide(gone, target("shop-2", since), confirmed(), NOW + timedelta(seconds=2), FAILOVER)
+    assert done.fence == [] and done.promote == "shop-2"
+
+
+def test_an_engine_answering_as_a_primary_is_fenced_at_once_even_in_the_targets_second() -> None:
+    since = NOW.replace(microsecond=404_000)
+    writer = pod("shop-1", created=NOW)
+    instances = [seen("shop-1", primary(), writer), seen("shop-2", standby(900))]
+    plan = decide(
+        instances, target("shop-2", since), confirmed(), NOW.replace(microsecond=600_000), FAILOVER
+    )
+    assert plan.fence == [writer]

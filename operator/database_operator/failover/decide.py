@@ -20,7 +20,7 @@ steps, in the only order that is safe:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from database_operator.api.models import (
@@ -188,7 +188,14 @@ def decide(
         pending = plan.busy = True
 
     suspects = _suspects(seen, target, pending=pending)
-    plan.fence = [pod for pod in suspects if not pod.deleting]
+    # A pod that only may have started before the target was named is fenced once the second
+    # the target was named in is over: its replacement is then created in a later second, and
+    # never taken for one that started before (a creationTimestamp has whole seconds). An engine
+    # that answers as a primary is fenced at once.
+    settled = now >= _second_after(target.since)
+    writers = {id(pod) for pod in _writers(seen, target)}
+    plan.fence = [pod for pod in suspects if not pod.deleting and (settled or id(pod) in writers)]
+    plan.busy = plan.busy or (bool(suspects) and not settled)
     for pod in plan.fence:
         plan.events.append(
             (
@@ -300,10 +307,13 @@ def _switch_over(
 
 def _suspects(seen: list[Seen], target: Target, *, pending: bool) -> list[PodFacts]:
     """The pods that may accept writes and are not the target's: an engine that answers as a
-    primary; and while a promotion is pending, any pod that started before the target was named
-    and has not answered as a standby since (it may have started as the primary it then was),
-    even one on its way out (a pod being deleted still runs until its containers stop)."""
+    primary; and while a promotion is pending, any pod that may have started before the target
+    was named and has not answered as a standby since (it may have started as the primary it
+    then was), even one on its way out (a pod being deleted still runs until its containers
+    stop). A pod created in the very second the target was named may have read either target:
+    it counts as before (see `decide`: its fence waits for that second to end)."""
     found = []
+    boundary = _second_after(target.since)
     for instance in seen:
         if instance.name == target.primary:
             continue
@@ -312,9 +322,24 @@ def _suspects(seen: list[Seen], target: Target, *, pending: bool) -> list[PodFac
             if pod is confirmed:
                 continue
             writes = instance.primary and pod is instance.pod
-            if writes or (pending and pod.created <= target.since):
+            if writes or (pending and pod.created < boundary):
                 found.append(pod)
     return found
+
+
+def _writers(seen: list[Seen], target: Target) -> list[PodFacts]:
+    """The live pods, not the target's, whose engines answer as a primary."""
+    return [
+        instance.pod
+        for instance in seen
+        if instance.name != target.primary and instance.primary and instance.pod is not None
+    ]
+
+
+def _second_after(when: datetime) -> datetime:
+    """The first whole second after the one ``when`` is in: a creationTimestamp (whole
+    seconds) before it may be of a pod created before ``when``."""
+    return when.replace(microsecond=0) + timedelta(seconds=1)
 
 
 def _labels(seen: list[Seen], target: Target, promoting: str | None) -> dict[str, str | None]:
