@@ -187,14 +187,14 @@ def decide(
     else:  # the target answers as a standby: it is to be promoted, once nothing else writes
         pending = plan.busy = True
 
-    suspects = _suspects(seen, target, pending=pending)
+    writers, earlier = _suspects(seen, target, pending=pending)
+    suspects = writers + earlier
     # A pod that only may have started before the target was named is fenced once the second
     # the target was named in is over: its replacement is then created in a later second, and
     # never taken for one that started before (a creationTimestamp has whole seconds). An engine
     # that answers as a primary is fenced at once.
     settled = now >= _second_after(target.since)
-    writers = {id(pod) for pod in _writers(seen, target)}
-    plan.fence = [pod for pod in suspects if not pod.deleting and (settled or id(pod) in writers)]
+    plan.fence = [pod for pod in (suspects if settled else writers) if not pod.deleting]
     plan.busy = plan.busy or (bool(suspects) and not settled)
     for pod in plan.fence:
         plan.events.append(
@@ -305,14 +305,16 @@ def _switch_over(
     )
 
 
-def _suspects(seen: list[Seen], target: Target, *, pending: bool) -> list[PodFacts]:
-    """The pods that may accept writes and are not the target's: an engine that answers as a
-    primary; and while a promotion is pending, any pod that may have started before the target
-    was named and has not answered as a standby since (it may have started as the primary it
-    then was), even one on its way out (a pod being deleted still runs until its containers
-    stop). A pod created in the very second the target was named may have read either target:
-    it counts as before (see `decide`: its fence waits for that second to end)."""
-    found = []
+def _suspects(
+    seen: list[Seen], target: Target, *, pending: bool
+) -> tuple[list[PodFacts], list[PodFacts]]:
+    """The pods that may accept writes and are not the target's: those whose engine answers as
+    a primary; and, while a promotion is pending, every other pod that may have started before
+    the target was named and has not answered as a standby since (it may have started as the
+    primary it then was), even one on its way out (a pod being deleted still runs until its
+    containers stop). A pod created in the very second the target was named may have read
+    either target: it counts as before (see `decide`: its fence waits for that second to end)."""
+    writers, earlier = [], []
     boundary = _second_after(target.since)
     for instance in seen:
         if instance.name == target.primary:
@@ -321,19 +323,11 @@ def _suspects(seen: list[Seen], target: Target, *, pending: bool) -> list[PodFac
         for pod in instance.pods:
             if pod is confirmed:
                 continue
-            writes = instance.primary and pod is instance.pod
-            if writes or (pending and pod.created < boundary):
-                found.append(pod)
-    return found
-
-
-def _writers(seen: list[Seen], target: Target) -> list[PodFacts]:
-    """The live pods, not the target's, whose engines answer as a primary."""
-    return [
-        instance.pod
-        for instance in seen
-        if instance.name != target.primary and instance.primary and instance.pod is not None
-    ]
+            if instance.primary and pod is instance.pod:
+                writers.append(pod)
+            elif pending and pod.created < boundary:
+                earlier.append(pod)
+    return writers, earlier
 
 
 def _second_after(when: datetime) -> datetime:
