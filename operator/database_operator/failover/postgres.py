@@ -27,8 +27,16 @@ SELECT pg_is_in_recovery() AS standby,
 SYNCHRONOUS_STANDBY_NAMES = "ANY 1 (*)"
 
 
-#: What a connection to an engine that is gone, stopping or starting may raise.
-UNANSWERED = (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+#: What a connection to an engine that is gone, stopping or starting may raise; asyncpg's
+#: InternalClientError ("cannot switch to state 12") too, seen on a real node when a server
+#: froze mid-query: a probe says "no answer", never fails the reconcile.
+UNANSWERED = (
+    TimeoutError,
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 
 
 @contextlib.asynccontextmanager
