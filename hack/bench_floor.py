@@ -39,7 +39,7 @@ def floor_client(kubeconfig: Path, n: int) -> dict[str, float]:
     """Create the N Databases and write exactly what each needs, 32 requests at a time."""
     from database_operator import desired
     from database_operator.api.models import Database
-    from database_operator.kube import Kube
+    from database_operator.kube.api import Kube
     from database_operator.status import Outcome, Workloads, compute_status
 
     api = new_api(kubeconfig)

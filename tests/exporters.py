@@ -1,8 +1,8 @@
 """Real databases with their metrics exporters on loopback: what the monitoring tests scrape.
 
-A small fleet of Debian's engines, started as the recipe tests start them (test_recipes.py,
-test_backup_recipes.py): a PostgreSQL primary with one streaming replica (replication.py's
-recipe), a MariaDB standing in for MySQL, a Redis primary with one replica. Beside each server
+A small fleet of Debian's engines, started as the recipe tests start them (tests/engines.py):
+a PostgreSQL primary with one streaming replica (replication.py's recipe), a MariaDB standing in
+for MySQL, a Redis primary with one replica. Beside each server
 runs Debian's build of the exporter release the pods pin (engines.py), started from the pod
 builder's own flags and environment (desired/monitoring.py: `exporter_args`, `exporter_env`),
 resolved as the kubelet resolves them: secretKeyRefs from a dict standing for the Database's
@@ -22,8 +22,8 @@ API, for the monitoring tests (tests/integration/test_exporters.py, test_dashboa
   relabelings produce in a cluster, set here by hand), ``engine``, ``role``, ``log`` (the
   exporter's output), ``engine_port`` (the server it scrapes), ``secret_name``, ``pid``.
 - ``Fleet.scrape_config(interval_s)``: a Prometheus ``scrape_configs`` entry with static targets
-  carrying those labels (job_name is the contract's job); ``prometheus_server(folder,
-  [configs...])`` runs Prometheus (Debian's, on PATH) on it and yields its base URL.
+  carrying those labels (job_name is the contract's job), for ``prometheus_server(folder,
+  [configs...])`` (tests/prometheus.py) to scrape.
 - ``Fleet.load(rounds)``: a few writes and queries on every primary (counters move, the
   replicas have something to replay); the fleet has had one round when it is yielded.
 - ``Fleet.secrets`` (Secret name -> its values) and ``exporter(engine, secrets, secret_name,
@@ -40,15 +40,12 @@ import socket
 import subprocess
 import tempfile
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from database_operator import desired, replication
 from database_operator.api.models import Database
@@ -59,28 +56,25 @@ from database_operator.engines import MONITORING_DIR, Engine
 from database_operator.manifest import Manifest
 from tests.cluster import wait_for
 from tests.controlplane import free_port
-from tests.integration.test_backup_recipes import (
+from tests.engines import (
+    PostgresPrimary,
+    container_env,
     engine_user,
+    generated_credentials,
     mariadbd,
     mysql,
     mysql_answers,
     mysql_first_start,
-)
-from tests.integration.test_recipes import (
-    answers,
-    answers_db,
-    container_env,
-    generated_credentials,
-    initdb,
     owned,
     ping,
-    postgres_bin,
     psql,
     redis_cli,
     redis_server,
     run_as,
     running,
+    streaming_postgres,
 )
+from tests.prometheus import http_get
 
 #: The contract's job label of every database series.
 JOB = "database-operator-databases"
@@ -156,15 +150,6 @@ class Exporter:
     @property
     def url(self) -> str:
         return f"http://{self.address}/metrics"
-
-
-def http_get(url: str, timeout: float = 10) -> bytes | None:
-    """The body of a 200 answer, or None while the server is not (yet) answering."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback
-            return response.read()  # type: ignore[no-any-return]
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return None
 
 
 @contextlib.contextmanager
@@ -364,66 +349,16 @@ def pod_name(db: Database, role: str) -> str:
     return f"{deployment}-6f7d9c8b5-{'p' if role == PRIMARY else 'r'}x2k7"
 
 
-@contextlib.contextmanager
-def postgres(db: Database, env: Mapping[str, str], folder: Path) -> Iterator[tuple[int, int]]:
-    """A PostgreSQL primary (the image's first start: initdb, the database named after the
-    user; then replication.py's set-up) and a replica cloned and streaming from it (the
-    replicas Deployment's command line); their ports."""
-    user = run_as()
-    bindir = postgres_bin()
-    path = f"{bindir}:{os.environ['PATH']}"
-    sockets = owned(folder / "sockets", user)
-    local = ["-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={sockets}"]
-    primary_port, replica_port = free_port(), free_port()
-    primary_data = owned(folder / "primary", user) / "pgdata"
-    initdb(primary_data, env, folder, user)
-    recipe = replication.primary(
-        Engine.POSTGRES, port=primary_port, data_dir=str(primary_data), settings=local
+def orders_table(primary: PostgresPrimary) -> None:
+    """The table the load writes to, made on the primary before its replica is cloned."""
+    superuser, password = primary.env["POSTGRES_USER"], primary.env["POSTGRES_PASSWORD"]
+    psql(
+        primary.port,
+        password,
+        superuser,
+        "CREATE TABLE orders (id serial PRIMARY KEY, item text)",
+        superuser,
     )
-    primary_env = {**env, **recipe.env, "PATH": path, "PGDATA": str(primary_data)}
-    superuser, password = env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]
-    with running(
-        [str(bindir / "postgres"), "-D", str(primary_data), *recipe.args[1:]],
-        primary_env,
-        folder / "primary.log",
-        user,
-    ):
-        wait_for(lambda: answers_db(primary_port, password, superuser), what="the primary")
-        psql(primary_port, password, superuser, f'CREATE DATABASE "{superuser}"', "postgres")
-        assert recipe.post_start is not None
-        subprocess.run(
-            recipe.post_start,
-            env=primary_env,
-            check=True,
-            user=user,
-            timeout=60,
-            capture_output=True,
-        )
-        psql(
-            primary_port,
-            password,
-            superuser,
-            "CREATE TABLE orders (id serial PRIMARY KEY, item text)",
-            superuser,
-        )
-        replica = replication.replica(
-            Engine.POSTGRES,
-            port=replica_port,
-            data_dir="unused",
-            primary_host="127.0.0.1",
-            primary_port=primary_port,
-            settings=local,
-        )
-        assert replica.command is not None
-        replica_data = owned(folder / "replica", user) / "pgdata"
-        replica_env = {**env, **replica.env, "PATH": path, "PGDATA": str(replica_data)}
-        with running(replica.command, replica_env, folder / "replica.log", user):
-            wait_for(
-                lambda: answers(replica_port, password, superuser, "SELECT pg_is_in_recovery()"),
-                timeout=60,
-                what="the PostgreSQL replica",
-            )
-            yield primary_port, replica_port
 
 
 @contextlib.contextmanager
@@ -537,7 +472,7 @@ def fleet(folder: Path) -> Iterator[Fleet]:
             where = owned(folder / engine.value, run_as())
             if engine is Engine.POSTGRES:
                 servers[engine, PRIMARY], servers[engine, REPLICA] = stack.enter_context(
-                    postgres(db, env, where)
+                    streaming_postgres(env, where, orders_table)
                 )
             elif engine is Engine.MYSQL:
                 servers[engine, PRIMARY] = stack.enter_context(mariadb(env, where))
@@ -589,61 +524,7 @@ def exporter_fleet() -> Iterator[Fleet]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# --- Prometheus ----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def prometheus_server(
-    folder: Path, scrape_configs: Sequence[Mapping[str, Any]], interval_s: float = 1
-) -> Iterator[str]:
-    """Prometheus (Debian's, on PATH) on loopback with ``scrape_configs``, ready; its URL."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("`prometheus` is not on PATH: run hack/install-prometheus.sh")
-    port = free_port()
-    config = folder / "prometheus.yml"
-    interval = f"{interval_s}s"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "global": {
-                    "scrape_interval": interval,
-                    "scrape_timeout": interval,
-                    "evaluation_interval": interval,
-                },
-                "scrape_configs": list(scrape_configs),
-            }
-        )
-    )
-    log = folder / "prometheus.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={folder / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(
-            lambda: proc.poll() is not None or http_get(f"{url}/-/ready") is not None,
-            what="Prometheus to be ready",
-        )
-        assert proc.poll() is None, f"Prometheus exited: {log.read_text(errors='replace')}"
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+# --- reading an exposition -----------------------------------------------------------------------
 
 
 def series(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:

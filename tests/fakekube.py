@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from database_operator.kube import ApiError, StaleReadError
+from database_operator.kube.errors import ApiError, StaleReadError
 from database_operator.manifest import Manifest
 from database_operator.ownership import FIELD_MANAGER
 

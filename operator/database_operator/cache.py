@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from database_operator.api.models import KIND
-from database_operator.kube import Kube
+from database_operator.kube.api import Kube
 from database_operator.manifest import Key, Manifest
 from database_operator.namesakes import Namesakes
 from database_operator.ownership import owner_key

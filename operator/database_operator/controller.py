@@ -11,6 +11,9 @@ failures in a row the Database's Degraded condition says why. Every success sche
 next resync of that Database, jittered so the resyncs of many Databases spread over the period
 instead of arriving together. The same holds for the end of a Database's life: finalize, then
 remove the finalizer, each retried until it succeeds.
+
+The DatabaseBackups' loop (backups/controller.py) runs beside this one, made and linked to it by
+runner/build.py; the two share the skeleton of a key's turn and of an audit (loops.py).
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from database_operator import tracing
+from database_operator import loops, tracing
 from database_operator.api.backup import BACKUP_KIND
 from database_operator.api.models import KIND, Database, DatabaseStatus, InstanceRole, Phase
-from database_operator.backups.controller import BackupController, work_on
+from database_operator.backups.controller import BackupIndex
 from database_operator.backups.jobs import JobOptions
 from database_operator.backups.state import WAITING_LOOK_S
 from database_operator.cache import (
@@ -42,27 +45,31 @@ from database_operator.cache import (
     version,
 )
 from database_operator.clock import Clock, system_clock
-from database_operator.config import Settings, is_exact
+from database_operator.config import Settings
 from database_operator.events import EventSink
 from database_operator.failover.decide import Memory
 from database_operator.finalizers import add_finalizer, has_finalizer, remove_finalizer
-from database_operator.kube import ApiError, Kube, NotLeadingError, object_at
+from database_operator.kube.api import Kube, object_at
+from database_operator.kube.errors import ApiError, NotLeadingError
 from database_operator.logs import get_logger
+from database_operator.loops import Failed
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import API_ERROR, UNEXPECTED_ERROR, BackupFacts, Metrics
 from database_operator.namesakes import Namesakes
 from database_operator.ownership import controller_of, owner_key
 from database_operator.reconcile import Result, finalize, reconcile, report_failure
 from database_operator.selection import (
+    audited_namespaces,
     child_selected,
     child_selector,
     database_selected,
     database_selector,
+    exact_namespaces,
     unselected_child_selectors,
 )
 from database_operator.status import DEGRADED
 from database_operator.watches import Watch
-from database_operator.workqueue import WorkQueue
+from database_operator.workqueue import WorkQueue, work_on
 
 #: Stale reads in a row (a write refused because the object changed since it was read) that are
 #: re-read and retried at once before they count as a failure.
@@ -124,6 +131,14 @@ def span_attributes(key: Key, body: Manifest, trigger: str) -> dict[str, str | i
     }
 
 
+def _valid(body: Manifest) -> Database | None:
+    """The Database ``body`` says, if it validates."""
+    try:
+        return Database.model_validate(body)
+    except ValueError:  # pydantic's ValidationError
+        return None
+
+
 @dataclass
 class Controller:
     """The Databases and their children as last seen, the queue of Databases to look at, and
@@ -161,8 +176,13 @@ class Controller:
     #: Set while this replica may reconcile: always, or with leader election while it leads.
     active: asyncio.Event = field(default_factory=asyncio.Event)
     now: Clock = system_clock
-    #: The DatabaseBackups' own loop: it shares the client, the caches and the pause.
-    backups: BackupController = field(init=False)
+    #: The DatabaseBackups, in the index their own loop beside this one fills (empty without
+    #: one; runner/build.py links the two): what a reconcile reads of its Database's backups.
+    backups: BackupIndex = field(default_factory=BackupIndex)
+    #: Told that a Database changed (now Active, say: its waiting backups may run).
+    database_changed: Callable[[Key], None] = lambda _: None
+    #: Told that something of a DatabaseBackup's changed (its Job, a watched child).
+    wake_backup: Callable[[Key, str], None] = lambda *_: None
     #: spec.failover: what was seen of each Database's instances at its last look.
     instances: dict[Key, Memory] = field(default_factory=dict)
 
@@ -172,7 +192,7 @@ class Controller:
             max_delay=self.settings.retry_max_delay,
             on_wait=self.metrics.workqueue_wait.observe,
         )
-        namespaces = self._exact_namespaces()
+        namespaces = exact_namespaces(self.settings)
         selector = child_selector(self.settings)
         self.watches, self.namesakes = None, None
         if namespaces is not None:
@@ -187,18 +207,6 @@ class Controller:
             self.children,
             lambda obj: child_selected(self.settings, obj),
             self.namesakes,
-        )
-        self.backups = BackupController(
-            self.kube,
-            self.client,
-            self.settings,
-            self.metrics,
-            self.events_for,
-            self.databases,
-            self.wake,
-            self.active,
-            find_database=self.look_up,
-            now=self.now,
         )
         # The gauge follows the gate itself, read at scrape time from the metrics thread (an
         # Event's flag is a plain bool: the read needs no lock).
@@ -216,7 +224,7 @@ class Controller:
             return
         if self.remember(body):
             self.queue.add(key, TRIGGERS.get(event_type, "update"))
-            self.backups.database_changed(key)
+            self.database_changed(key)
 
     def child_event(self, event_type: str | None, body: Manifest) -> None:
         """A watched child's event: cache it, and wake its Database (or, for a backup's Job,
@@ -230,7 +238,7 @@ class Controller:
         controller = controller_of(body) or {}
         if controller.get("kind") == BACKUP_KIND:
             namespace = str(body["metadata"].get("namespace", ""))
-            self.backups.wake((namespace, str(controller.get("name"))), str(body.get("kind")))
+            self.wake_backup((namespace, str(controller.get("name"))), str(body.get("kind")))
         elif (owner := owner_key(body)) is not None:
             self.wake(owner, str(body.get("kind", "child")))
 
@@ -260,7 +268,6 @@ class Controller:
         self.fixed.clear()
         for key in self.databases:
             self.queue.add(key, "leader")
-        self.backups.lead()
         self.active.set()
 
     # --- the workers --------------------------------------------------------------------------
@@ -275,7 +282,9 @@ class Controller:
             )
             for i in range(workers)
         ]
-        audit = asyncio.create_task(self._audit_every_period(), name="audit")
+        audit = asyncio.create_task(
+            loops.audit_every(self.settings.resync_interval, self.active, self.audit), name="audit"
+        )
         for watch in self.watches or ():
             following = watch.follow(
                 self.kube, self._relisted(watch), self.child_event, self.watch_failed
@@ -283,24 +292,24 @@ class Controller:
             tasks.append(asyncio.create_task(following, name=f"watch-{watch.kind}"))
         if self.namesakes is not None:
             tasks.append(asyncio.create_task(self.namesakes.follow(self.kube), name="namesakes"))
-        return [*tasks, *self.backups.start(), audit]
+        return [*tasks, audit]
 
     # --- the caches: filled at start, audited every period ----------------------------------
 
     async def prime(self) -> None:
         """Fill the caches before the first reconcile, with one listing each: the Databases
-        first, then each child watch's (the watches go on from it), then the backups' index.
-        So a backup is judged against the Databases as they are (before, it could be failed as
-        DatabaseNotFound for good because Kopf had not listed them yet), a restart reads no
-        child it already knows of, and no status loses the backups it names. Each Database
-        listed is looked at ("resume"); Kopf's own listing, later, brings the same versions,
-        which queue nothing. With namespace globs (the namespaces are not known yet) Kopf's
-        listing fills it, and a backup whose Database the cache lacks reads it (`look_up`)."""
-        for namespace in self._exact_namespaces() or ():
+        first, then each child watch's (the watches go on from it); the backups' loop lists
+        its own next (runner/operate.py). So a backup is judged against the Databases as they
+        are (before, it could be failed as DatabaseNotFound for good because Kopf had not
+        listed them yet), a restart reads no child it already knows of, and no status loses the
+        backups it names. Each Database listed is looked at ("resume"); Kopf's own listing,
+        later, brings the same versions, which queue nothing. With namespace globs (the
+        namespaces are not known yet) Kopf's listing fills it, and a backup whose Database the
+        cache lacks reads it (`look_up`)."""
+        for namespace in exact_namespaces(self.settings) or ():
             await self._list_databases(namespace)
         for watch in self.watches or ():
             self._relisted(watch)(await watch.list_now(self.kube), watch.version)
-        await self.backups.prime(self._audited_namespaces())
 
     async def _list_databases(self, namespace: str | None) -> None:
         async for page in self.kube.list_pages(KIND, namespace, database_selector(self.settings)):
@@ -340,16 +349,6 @@ class Controller:
             if object_key(held) not in listed and version(held) < int(at or 0):
                 self.child_event("DELETED", held)
 
-    async def _audit_every_period(self) -> None:
-        interval = self.settings.resync_interval
-        while True:
-            await asyncio.sleep(interval * (1 + random.uniform(0, RESYNC_JITTER)))  # noqa: S311
-            await self.active.wait()
-            try:
-                await self.audit()
-            except ApiError as error:
-                get_logger().warning("could not audit the caches", error=str(error))
-
     async def audit(self) -> None:
         """Correct what a lost watch event left wrong in the caches, once per resync period.
 
@@ -359,44 +358,28 @@ class Controller:
         period whatever the number of Databases: what is stale or missing is dropped and its
         Database looked at again (reading it afresh); what is gone is forgotten.
 
-        That is Kopf's watches (the Databases, the DatabaseBackups; the children too with
-        namespace globs). The children's own watches (watches.py) lose nothing: each resumes
-        from the version it reached, and one too old lists afresh and drops what the listing
-        lacks; so their kinds are not listed here (most of the audit's objects, and of its CPU).
+        That is Kopf's watches: the Databases, and the children too with namespace globs (the
+        DatabaseBackups' loop audits its own). The children's own watches (watches.py) lose
+        nothing: each resumes from the version it reached, and one too old lists afresh and
+        drops what the listing lacks; so their kinds are not listed here (most of the audit's
+        objects, and of its CPU).
         """
         audited_children = WATCHED_CHILDREN if self.watches is None else ()
-        for namespace in self._audited_namespaces():
+        for namespace in audited_namespaces(self.settings, self.databases):
             await self._audit_databases(namespace)
             for kind in audited_children:
                 await self._audit_children(kind, namespace)
-            await self.backups.audit(namespace)
-
-    def _exact_namespaces(self) -> list[str | None] | None:
-        """The namespaces watched ([None]: all of them); None if globs name them."""
-        namespaces = self.settings.namespaces
-        if not namespaces:
-            return [None]
-        return [*namespaces] if all(is_exact(ns) for ns in namespaces) else None
-
-    def _audited_namespaces(self) -> list[str | None]:
-        exact = self._exact_namespaces()
-        if exact is not None:
-            return exact
-        return [*sorted({key[0] for key in self.databases})]  # globs: where Databases were seen
 
     async def _audit_databases(self, namespace: str | None) -> None:
-        listed, at = await self.kube.list_metadata(
-            KIND, namespace, database_selector(self.settings)
+        await loops.audit(
+            self.kube,
+            KIND,
+            namespace,
+            database_selector(self.settings),
+            self.databases,
+            gone=lambda key, _: self._forget(key),
+            changed=lambda fresh: self.observe("MODIFIED", fresh),
         )
-        names = {key_of(meta): meta for meta in listed}
-        for key, held in list(self.databases.items()):
-            if namespace in (None, key[0]) and key not in names and version(held) < int(at or 0):
-                self._forget(key)
-        for key, meta in names.items():
-            if newer(meta, self.databases.get(key)):
-                fresh = await self.kube.get(KIND, *key)
-                if fresh is not None:
-                    self.observe("MODIFIED", fresh)
 
     async def _audit_children(self, kind: str, namespace: str | None) -> None:
         listed, at = await self.kube.list_metadata(kind, namespace, child_selector(self.settings))
@@ -410,12 +393,8 @@ class Controller:
                     self.wake(owner, "audit")
 
     async def stop(self, tasks: list[asyncio.Task[None]]) -> None:
-        """Stop the workers: a reconcile in progress is cancelled, the queues are dropped."""
-        self.queue.shut_down()
-        self.backups.queue.shut_down()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Stop the workers: a reconcile in progress is cancelled, the queue is dropped."""
+        await loops.stop(self.queue, tasks)
 
     async def run(self, workers: int) -> None:
         """Work the queue with ``workers`` tasks until cancelled."""
@@ -437,42 +416,49 @@ class Controller:
         name = "finalize Database" if deleting else "reconcile Database"
         # The root span of everything this reconcile does: API calls, the status write, logs.
         with tracing.span(name, span_attributes(key, body, trigger)) as span:
-            db: Database | None = None
-            try:
-                db = Database.model_validate(body)  # once: every step below takes the model
-                if deleting:
-                    await self._finalize(key, body, db)
-                    span.set_attribute("reconcile.result", "finalized")
-                    return None
-                result, reads = await self._reconcile(key, body, db)
-            except Exception as error:
-                if isinstance(error, NotLeadingError):
-                    span.set_attribute("reconcile.result", "not leading")
-                    self.queue.add(key, trigger)  # for whoever leads next: maybe us again
-                elif isinstance(error, ApiError) and self._is_gone(key, error):
-                    span.set_attribute("reconcile.result", "gone")
-                    self._forget(key)
-                elif isinstance(error, ApiError) and await self._stale(key, error):
-                    span.set_attribute("reconcile.result", "stale")
-                else:
-                    span.set_attribute("reconcile.result", "error")
-                    tracing.fail(span, error)
-                    await self._failed(key, trigger, error, db)
+            turn = await loops.take_turn(
+                self.queue,
+                key,
+                trigger,
+                lambda: self._work(key, body, deleting),
+                forgive=lambda error: self._forgive(key, error),
+            )
+            if turn.done is None:
+                span.set_attribute("reconcile.result", turn.ended)
+                if turn.failed is not None:
+                    tracing.fail(span, turn.failed.error)
+                    await self._failed(key, trigger, turn.failed, body)
                 return None
+            result, fixed = turn.done
             span.set_attribute("reconcile.result", "gone" if result.gone else result.result)
             if tracing.enabled() and result.status_wire is not None:
                 old = body.get("status") or {}
                 tracing.add_events(span, tracing.status_events(old, result.status_wire))
-            self._succeeded(key, body, db, result, reads)
+            self._succeeded(key, body, result, fixed)
             if not result.gone:
                 self._record(key, trigger, result, started)
             return result
 
-    def _succeeded(
-        self, key: Key, body: Manifest, db: Database, result: Result, reads: LiveReads
-    ) -> None:
-        """After a reconcile that raised nothing: its next one, and what it settled."""
-        self.queue.forget(key)
+    async def _work(self, key: Key, body: Manifest, deleting: bool) -> tuple[Result, bool] | None:
+        """Finalize the Database (None), or reconcile it: what that did, and whether it was a
+        fixed point."""
+        db = Database.model_validate(body)  # once: every step below takes the model
+        if deleting:
+            await self._finalize(key, body, db)
+            return None
+        return await self._reconcile(key, body, db)
+
+    async def _forgive(self, key: Key, error: ApiError) -> str | None:
+        """Why a failed reconcile is no failure: its Database is gone (forgotten), or what it
+        read was stale (read afresh, and queued again); None: it is one."""
+        if self._is_gone(key, error):
+            self._forget(key)
+            return "gone"
+        return "stale" if await self._stale(key, error) else None
+
+    def _succeeded(self, key: Key, body: Manifest, result: Result, fixed: bool) -> None:
+        """After a reconcile that raised nothing (its failures forgotten): its next one, and
+        what it settled (``fixed``: it was a fixed point)."""
         self._stale_reads.pop(key, None)
         if result.gone:
             self._forget(key)
@@ -484,7 +470,7 @@ class Controller:
         else:
             self._schedule_resync(key, result.next_backup, result.job_deadline, result.look_again)
         self.settled[key] = self._versions(key, self.databases.get(key, body))
-        if has_finalizer(body) and is_fixed_point(db, result, reads):
+        if has_finalizer(body) and fixed:
             self.fixed.add(key)
         else:
             self.fixed.discard(key)
@@ -536,13 +522,13 @@ class Controller:
     def _is_gone(key: Key, error: ApiError) -> bool:
         """The Database itself is not found: deleted while the watch was away (a re-list
         after a lost watch brings no DELETED event)."""
-        return error.status == 404 and error.path.startswith(Kube.path(KIND, *key))
+        return error.not_found and error.path.startswith(Kube.path(KIND, *key))
 
     def _versions(self, key: Key, body: Manifest) -> object:
         return (
             body["metadata"].get("resourceVersion"),
             self.children.versions_of(key),
-            self.backups.index.versions_of(key),
+            self.backups.versions_of(key),
         )
 
     def _forget(self, key: Key) -> None:
@@ -580,14 +566,16 @@ class Controller:
             delay, trigger = look_again, "instances"
         self.queue.schedule(key, delay, trigger)
 
-    async def _reconcile(self, key: Key, body: Manifest, db: Database) -> tuple[Result, LiveReads]:
-        """The reconcile, and how many reads it asked of the API server."""
+    async def _reconcile(self, key: Key, body: Manifest, db: Database) -> tuple[Result, bool]:
+        """The reconcile, and whether it was a fixed point (counting the reads it asked of the
+        API server)."""
         reads = LiveReads()
         counting = live_reads.set(reads)
         try:
-            return await self._reconcile_counted(key, body, db), reads
+            result = await self._reconcile_counted(key, body, db)
         finally:
             live_reads.reset(counting)
+        return result, is_fixed_point(db, result, reads)
 
     async def _reconcile_counted(self, key: Key, body: Manifest, db: Database) -> Result:
         confirmed = False
@@ -604,7 +592,7 @@ class Controller:
                 self.events_for(body),
                 self.now,
                 confirmed=confirmed,
-                backups=self.backups.index.view(key),
+                backups=self.backups.view(key),
                 jobs=JobOptions.of(self.settings),
                 memory=self.instances.setdefault(key, Memory()),
             )
@@ -613,7 +601,7 @@ class Controller:
             self.metrics.failover_duration.labels(db.spec.engine).observe(result.failed_over)
         if result.body:
             self.remember(result.body)
-            self.backups.database_changed(key)  # e.g. now Active: its waiting backups can run
+            self.database_changed(key)  # e.g. now Active: its waiting backups can run
         return result
 
     async def _finalize(self, key: Key, body: Manifest, db: Database) -> None:
@@ -626,13 +614,10 @@ class Controller:
         self.queue.forget(key)
         get_logger().info("finalized", namespace=key[0], name=key[1], done=done)
 
-    async def _failed(
-        self, key: Key, trigger: str, error: Exception, db: Database | None = None
-    ) -> None:
-        """Retry later, count and log the failure; after ERRORS_BEFORE_DEGRADED in a row, say so
-        on ``db`` (the Database as this reconcile validated it; None: it did not validate)."""
-        delay, failures = self.queue.backoff(key)
-        self.queue.schedule(key, delay, "retry")
+    async def _failed(self, key: Key, trigger: str, failed: Failed, taken: Manifest) -> None:
+        """Count and log a failure (its retry is scheduled); after ERRORS_BEFORE_DEGRADED in a
+        row, say so on the Database, as this reconcile took it (``taken``), if it validates."""
+        error, delay, failures = failed.error, failed.delay, failed.failures
         self.metrics.reconciled("error").inc()
         self.metrics.failed(API_ERROR if isinstance(error, ApiError) else UNEXPECTED_ERROR).inc()
         if isinstance(error, ApiError) and error.namespace_terminating:
@@ -654,10 +639,11 @@ class Controller:
             error=str(error) or type(error).__name__,
             failures=failures,
             retry_in_s=round(delay, 2),
-            exc_info=unexpected,
+            exc_info=error if unexpected else False,  # caught in take_turn: its own traceback
         )
         body = self.databases.get(key)
-        if body is not None and db is not None and failures >= ERRORS_BEFORE_DEGRADED:
+        db = _valid(taken) if failures >= ERRORS_BEFORE_DEGRADED else None
+        if body is not None and db is not None:
             # Best effort: the next retry reports again if this one fails.
             with contextlib.suppress(ApiError, NotLeadingError):
                 written = await report_failure(

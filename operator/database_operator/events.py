@@ -15,7 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from database_operator.kube import ApiError, Kube, NotLeadingError
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError, NotLeadingError
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from database_operator.api.models import GROUP, KIND
 from database_operator.compare import json_pointer, version_test
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.manifest import Manifest
 
 #: The operator's finalizer on every Database (and DatabaseBackup). The name Kopf used for it

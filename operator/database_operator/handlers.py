@@ -2,9 +2,10 @@
 
 Kopf watches the Databases and DatabaseBackups (with a shard, only that shard's) and logs in.
 Every replica watches, leader or not (leader.py decides who reconciles): a standby's caches are
-warm when it takes over. Every event only feeds the controller's caches and queues
-(controller.py), which reconcile: no Kopf change handlers, so Kopf writes nothing on the
-Databases itself — no progress or diff-base annotations, no finalizer of its own.
+warm when it takes over. Every event only feeds the controllers' caches and queues (the
+Databases', controller.py; the DatabaseBackups', backups/controller.py), which reconcile: no
+Kopf change handlers, so Kopf writes nothing on the Databases itself — no progress or
+diff-base annotations, no finalizer of its own.
 
 The children (Deployments, Services, claims, Jobs and Secrets, selected by our label on the
 server) are listed and watched by the controller itself (watches.py), which skips Kopf's
@@ -20,6 +21,7 @@ import kopf
 
 from database_operator.api.backup import BACKUP_PLURAL
 from database_operator.api.models import GROUP, PLURAL, VERSION
+from database_operator.backups.controller import BackupController
 from database_operator.config import Settings, is_exact
 from database_operator.controller import Controller
 from database_operator.lifecycle import ENDLESS
@@ -106,6 +108,7 @@ def configure_kopf(
 
 def register(
     controller: Controller,
+    backups: BackupController,
     registry: kopf.OperatorRegistry,
     admission: Admission | None = None,
     webhook_server: kopf.WebhookServerProtocol | None = None,
@@ -129,7 +132,7 @@ def register(
 
     @kopf.on.event(GROUP, VERSION, BACKUP_PLURAL, id="databasebackups", registry=registry)
     async def on_backup(event: kopf.RawEvent, **_: Any) -> None:
-        controller.backups.observe(event.get("type"), dict(event["object"]))
+        backups.observe(event.get("type"), dict(event["object"]))
 
     async def on_child(event: kopf.RawEvent, **_: Any) -> None:
         controller.child_event(event.get("type"), dict(event["object"]))

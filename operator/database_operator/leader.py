@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
 
@@ -158,7 +159,7 @@ class LeaderElection:
         for another reason than a race (a missing Role would otherwise keep every replica a
         silent standby)."""
         why = str(error) or type(error).__name__
-        raced = isinstance(error, ApiError) and error.status == 409
+        raced = isinstance(error, ApiError) and error.stale
         now = self.clock()
         if raced or now < self._warned_at + WARN_EVERY_S:
             get_logger().debug("lease attempt failed", lease=self.name, error=why)
@@ -310,7 +311,7 @@ async def wait_for_earlier_peers(
             try:
                 peering = await kube.get(kind, namespace, name)
             except ApiError as error:
-                if error.status not in (403, 404):
+                if not (error.forbidden or error.not_found):
                     raise
                 peering = None
             for peer, record in ((peering or {}).get("status") or {}).items():

@@ -22,6 +22,49 @@ back.
 ``WatchRestarts`` counts the watches of Databases and DatabaseBackups started again, for the
 metrics. Kopf has no hook for it; its watching logger says it, at DEBUG (read whatever the log
 level: the records below it are counted, then dropped as before).
+
+Kopf's internals — private modules and attributes, logger names, log wording, behaviour its
+documentation does not promise — are relied on here, and elsewhere only where named below
+(runner/operate.py, logs.py). Each is pinned to the installed Kopf by a test that fails when a
+release changes it (in tests/unit/test_lifecycle.py unless another file is named; a test there
+checks that every test named here exists):
+
+- the logger of ``kopf._cogs.clients.watching`` (``KOPF_WATCHING_LOGGER``), where Kopf logs its
+  watch-streams and the attempts of their requests:
+  ``test_kopf_still_logs_its_watches_and_their_requests_where_they_are_heard``;
+- its wording of a failed attempt, at ERROR ("Request attempt #… failed; …": ``FAILED_ATTEMPT``,
+  ``FAILED``): ``test_kopf_still_words_a_failed_attempt_as_the_readiness_expects``;
+- its wording of a watch-stream started, listed afresh, and of a request that succeeded after
+  failed attempts, at DEBUG (``STARTING``, ``RESTARTING``, ``SUCCEEDED``):
+  ``test_kopf_still_words_its_watch_starts_as_the_restart_count_expects``;
+- how those lines name a watch ("<plural>.<version>.<group>", "in 'ns'" or "cluster-wide"):
+  ``test_kopf_still_names_a_watch_as_the_restart_count_expects``;
+- ``settings.networking.error_backoffs`` iterated afresh for each request, which is retried
+  until the iterable runs out, attempts counted without a total when it is not ``Sized``
+  (``ENDLESS``): ``test_kopf_still_retries_a_request_for_as_long_as_its_backoffs_last``, and in
+  tests/integration/test_lifecycle.py
+  ``test_watches_resume_within_seconds_of_the_api_servers_return_after_a_long_outage``;
+- the ``status`` of the errors Kopf fails with (``kopf._cogs.clients.errors.APIError``; a
+  resource gone: ``APINotFoundError``, 404), read by ``Supervisor``:
+  ``test_kopfs_own_not_found_error_is_read_as_a_resource_gone``, and in
+  tests/integration/test_lifecycle.py
+  ``test_the_crd_deleted_and_created_again_is_waited_for_then_watched_again``;
+- SIGINT and SIGTERM taken over as Kopf starts and never given back (``handle_signals``; and
+  runner/operate.py, which takes them back 0.1 s after starting Kopf):
+  ``test_kopf_still_takes_the_signals_over_and_never_gives_them_back``;
+- the tasks started before Kopf left running when it stops, every later one cancelled (the
+  supervisor's helpers): ``test_kopf_still_leaves_the_tasks_started_before_it_alone``.
+
+In logs.py (a floor below this module: it cannot import it):
+
+- the logger ``kopf.objects`` and its line for each handler run ("Handler 'databases'
+  succeeded." at INFO), shown only at DEBUG by ``logs._RoutineSuccess``: in
+  tests/unit/test_logs.py ``test_kopf_still_logs_each_handler_run_as_the_filter_expects``;
+- the extras of Kopf's per-object records (``settings``, ``k8s_skip``, and ``k8s_ref`` with the
+  object's kind, namespace and name), dropped or lifted by ``logs._object_ref``: in
+  tests/unit/test_logs.py ``test_kopfs_object_records_still_carry_the_extras_the_log_reads``.
+
+Nothing of the operator imports a private module of Kopf's (``kopf._…``); its tests do, to pin.
 """
 
 from __future__ import annotations
@@ -39,7 +82,8 @@ from dataclasses import dataclass, field
 from database_operator.api.backup import BACKUP_PLURAL
 from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.config import Settings
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from database_operator.logs import get_logger
 
 #: Kopf's first retries of a failed request (seconds), then every RETRY_S ± RETRY_JITTER.

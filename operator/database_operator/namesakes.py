@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from database_operator.kube import Kube
+from database_operator.kube.api import Kube
 from database_operator.manifest import Manifest
 from database_operator.watches import Watch
 

@@ -3,10 +3,10 @@ for what people on call do with a Database and its backups — take a backup and
 a Database and its backups at a glance, write the Database that restores a backup.
 
 It talks to the cluster of the current kubeconfig context as kubectl would (KUBECONFIG, else
-~/.kube/config, else the pod's service account), through `kube.Kube`; only the watch that follows
-a backup is its own (Kube has none), and its failures are classified by kube.py too, so every
-API failure reaches the user as one `ApiError`. The pure parts (names, sizes, the status summary
-and its rendering, the restore manifest) take plain data and are tested offline.
+~/.kube/config, else the pod's service account), through `kube.api.Kube`; only the watch that
+follows a backup is its own (Kube has none), and its failures are classified by kube/errors.py
+too, so every API failure reaches the user as one `ApiError`. The pure parts (names, sizes, the
+status summary and its rendering, the restore manifest) take plain data and are tested offline.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from database_operator.api.models import GROUP, KIND, SWITCHOVER_ANNOTATION, VER
 from database_operator.backups.schedule import backup_for
 from database_operator.backups.state import BACKUP_HEALTHY
 from database_operator.engines import major_version
-from database_operator.kube import ApiError, Kube, UnreachableError, api_error
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError, UnreachableError, api_error
 from database_operator.manifest import Manifest
 
 FIELD_MANAGER = "kubectl-database"
@@ -316,9 +317,9 @@ def changes(session: Session, since: Manifest, deadline: float) -> Iterator[Mani
                 if event["type"] != "BOOKMARK":
                     yield found
         except (ApiException, HTTPError, OSError) as raw:
-            # kube.py's classifier (private there; the operator itself never watches directly).
+            # Read as every other failed call is (kube/errors.py).
             error = api_error(raw, "WATCH", Kube.path(BACKUP_KIND, session.namespace, name))
-            if error.status != 410:
+            if not error.expired:
                 raise error from raw
             # The version is too old to watch from: go on from the object as it is now.
             current = session.get(BACKUP_KIND, name)

@@ -21,7 +21,8 @@ import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from database_operator.lifecycle import ENDLESS
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
@@ -86,7 +87,7 @@ class Watch:
                     delays = iter(backoffs)  # one ran its course: what failed before is over
             except Exception as error:  # whatever it is, the watch is made again
                 self.following = False
-                if isinstance(error, ApiError) and error.status == 410:
+                if isinstance(error, ApiError) and error.expired:
                     self.version = ""  # too old to resume from: list afresh (routine)
                     continue
                 why = str(error) or type(error).__name__

@@ -16,6 +16,7 @@
   capped, never giving up; `forget` resets it after a success.
 - `on_wait` hears how long each key waited for a worker: from its add (a scheduled key: from
   its due time; a key added while processed: from the end of that processing) to `get`.
+- `work_on` is one worker: it takes keys from the queue while its operator is active.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -169,3 +170,24 @@ class WorkQueue(Generic[K]):
         """Wake every waiting worker with None."""
         self._closed = True
         self._wakeup.set()
+
+
+async def work_on(
+    queue: WorkQueue[K],
+    active: asyncio.Event,
+    process: Callable[[K, str], Awaitable[object]],
+) -> None:
+    """One worker: take keys from ``queue`` while this operator is active, and process each."""
+    while True:
+        await active.wait()
+        item = await queue.get()
+        if item is None:
+            return
+        key, trigger = item
+        try:
+            if active.is_set():
+                await process(key, trigger)
+            else:  # paused while waiting: leave it for when this operator is active again
+                queue.add(key, trigger)
+        finally:
+            queue.done(key)

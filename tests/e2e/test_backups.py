@@ -22,7 +22,7 @@ from kubernetes import watch
 
 from tests.cluster import BACKUPS, GROUP, VERSION, Cluster, condition, wait_for
 from tests.controlplane import ROOT
-from tests.e2e.test_full_cluster import gone, wait_phase
+from tests.e2e.waiting import gone, wait_phase
 from tests.integration.conftest import OperatorProcess
 
 #: What kwok's stage makes a backup agent report (the SHA-256 of nothing).

@@ -9,25 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from tests.cluster import Cluster, condition, wait_for
 from tests.controlplane import FAKE_NODE
+from tests.e2e.waiting import db_state, gone, wait_phase
 from tests.integration.conftest import OperatorProcess
-
-
-def db_state(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    return cluster.get_db(namespace, name)
-
-
-def wait_phase(
-    cluster: Cluster, namespace: str, name: str, phase: str, timeout: float = 60
-) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        db = db_state(cluster, namespace, name)
-        return db if db.get("status", {}).get("phase") == phase else None
-
-    return wait_for(probe, timeout=timeout, what=f"{name} to be {phase}")
 
 
 def ready_pods(cluster: Cluster, namespace: str, name: str) -> list[Any]:
@@ -40,14 +26,6 @@ def ready_pods(cluster: Cluster, namespace: str, name: str) -> list[Any]:
         if pod.metadata.deletion_timestamp is None
         and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
     ]
-
-
-def gone(read: Any, name: str, namespace: str) -> bool:
-    try:
-        read(name, namespace)
-    except client.ApiException as error:
-        return bool(error.status == 404)
-    return False
 
 
 def test_a_database_becomes_ready_through_real_pods(

@@ -14,7 +14,7 @@ import yaml
 
 from database_operator import rbac
 from tests.cluster import Cluster, wait_for
-from tests.integration.test_packaging import CHART, Helm, can_i
+from tests.integration.helm import CHART, Helm, can_i
 
 DATABASES = "databases.databases.example.com"
 #: What each built-in role may do with Databases once ours are aggregated into it: request

@@ -138,7 +138,7 @@ def operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Opera
 def tmp_shared(tmp_path: Path) -> Iterator[Path]:
     """A folder the engines' users (postgres, ...) can use too: pytest's tmp_path is private to
     root, and the engines refuse to run as root (the recipe tests)."""
-    from tests.integration.test_recipes import owned, run_as
+    from tests.engines import owned, run_as
 
     base = Path("/tmp") / f"recipes-{tmp_path.name}"  # noqa: S108 - a test's own folder
     owned(base, run_as())

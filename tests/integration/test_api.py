@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from tests.cluster import GROUP, PLURAL, VERSION, Cluster, own_cluster
 from tests.controlplane import ROOT, install_crds
+from tests.integration.refusals import rejection
 
 API_FIELDS = [
     "parameters",
@@ -35,13 +35,6 @@ API_FIELDS = [
     "paused",
     "deletionPolicy",
 ]
-
-
-def rejection(call: Any) -> tuple[int, str]:
-    """Status code and message of an API call that must fail."""
-    with pytest.raises(ApiException) as caught:
-        call()
-    return caught.value.status, json.loads(caught.value.body or "{}")["message"]
 
 
 def test_crd_is_established(cluster: Cluster) -> None:

@@ -47,10 +47,9 @@ from tests.controlplane import free_port
 from tests.exporters import (
     Fleet,
     exporter_fleet,  # noqa: F401 - the fleet fixture
-    prometheus_server,
 )
-from tests.integration.test_prometheus import query
-from tests.integration.test_webhooks import conversion_kept, start_webhook_operator
+from tests.integration.webhooks import conversion_kept, start_webhook_operator
+from tests.prometheus import prometheus_server, query
 
 SCRAPE_INTERVAL_S = 1
 #: Grafana's built-in interval variables, as a dashboard on a 1-second scrape would have them.

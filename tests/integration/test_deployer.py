@@ -17,7 +17,7 @@ import pytest
 from database_operator import rbac
 from tests.cluster import Cluster, own_cluster
 from tests.controlplane import ROOT
-from tests.integration.test_packaging import CHART, Helm, can_i, service_account_kubeconfig
+from tests.integration.helm import CHART, Helm, can_i, service_account_kubeconfig
 
 RELEASE = rbac.DEPLOYER_RELEASE
 NAMESPACE = rbac.DEPLOYER_NAMESPACE

@@ -40,6 +40,7 @@ from database_operator.desired.monitoring import (
 from database_operator.engines import REDIS_MONITORING_USER, Engine, facts
 from database_operator.manifest import Manifest
 from tests.cluster import wait_for
+from tests.engines import redis_cli
 from tests.exporters import (
     BINARIES,
     JOB,
@@ -47,15 +48,12 @@ from tests.exporters import (
     Target,
     exporter,
     exporter_fleet,  # noqa: F401 - the fixture
-    http_get,
     kubelet_env,
     kubelet_expand,
     listener,
-    prometheus_server,
     series,
 )
-from tests.integration.test_prometheus import query, value
-from tests.integration.test_recipes import redis_cli
+from tests.prometheus import http_get, prometheus_server, query, value
 
 #: The database metrics of the monitoring contract, on every exporter of an engine.
 CONTRACT_METRICS: dict[Engine, tuple[str, ...]] = {

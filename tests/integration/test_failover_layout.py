@@ -9,8 +9,8 @@ from typing import Any
 
 from tests.cluster import Cluster, wait_for
 from tests.integration.conftest import OperatorProcess
-from tests.integration.test_api import rejection
-from tests.integration.test_reconcile import observed, wait_for_status
+from tests.integration.refusals import rejection
+from tests.integration.waiting import observed, wait_for_status
 
 INSTANCE = "databases.example.com/instance"
 ROLE = "databases.example.com/role"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from database_operator.kube import Kube
+from database_operator.kube.api import Kube
 from database_operator.leader import LeaderElection, wait_for_earlier_peers
 from tests.aio import synchronously, until
 from tests.cluster import Cluster, wait_for

@@ -26,7 +26,7 @@ from kubernetes import client
 from tests.cluster import Cluster, connected, wait_for
 from tests.controlplane import ControlPlane, free_port, install_crds
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
-from tests.integration.test_prometheus import sample, scrape
+from tests.prometheus import sample, scrape
 
 DATABASES = 10
 #: Longer than Kopf's whole retry budget of old (1+2+4+8+16+30 s), which then started over: its

@@ -12,7 +12,7 @@ from kubernetes import client
 from database_operator.api.models import SHARD_LABEL
 from database_operator.config import Settings
 from database_operator.desired import MANAGED_BY
-from database_operator.kube import Kube
+from database_operator.kube.api import Kube
 from database_operator.namesakes import Namesakes
 from database_operator.ownership import MANAGED_BY_LABEL
 from database_operator.selection import unselected_child_selectors

@@ -17,11 +17,12 @@ from kubernetes import config
 
 from database_operator import rbac
 from database_operator.api.models import MAX_DATABASES
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from database_operator.webhooks.namespaces import NamespaceAnnotations
 from tests.aio import until
 from tests.cluster import Cluster
-from tests.integration.test_packaging import service_account_kubeconfig
+from tests.integration.helm import service_account_kubeconfig
 
 
 def annotate(cluster: Cluster, namespace: str, value: str | None) -> None:

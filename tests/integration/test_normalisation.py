@@ -20,7 +20,7 @@ from kubernetes.utils.quantity import parse_quantity
 from database_operator import desired
 from database_operator.api.models import Database
 from database_operator.compare import needs_write
-from database_operator.kube import Kube
+from database_operator.kube.api import Kube
 from tests.cluster import Cluster
 
 EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "40"))

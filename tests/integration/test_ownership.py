@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from tests.cluster import Cluster, condition, play_kubelet, wait_for, write_requests
 from tests.integration.conftest import RESYNC_S, OperatorProcess
-from tests.integration.test_reconcile import events_for, observed, phase_is, wait_for_status
+from tests.integration.waiting import events_for, observed, phase_is, wait_for_status
 
 CHECKSUM = "databases.example.com/credentials-checksum"
 

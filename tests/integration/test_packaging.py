@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +33,15 @@ from database_operator import rbac
 from tests.cluster import Cluster, own_cluster, play_kubelet, wait_for
 from tests.controlplane import ROOT, free_port, install_crds
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
-from tests.integration.test_reconcile import phase_is, wait_for_status
+from tests.integration.helm import (
+    CHART_NAME,
+    Helm,
+    can_i,
+    fullname,
+    service_account_kubeconfig,
+)
+from tests.integration.waiting import phase_is, wait_for_status
 
-HELM = ROOT / "bin" / "helm"
-CHART = ROOT / "helm" / "database-operator"
-CHART_NAME = "database-operator"
 HOOK_KINDS = ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")
 #: What the API server says when no replica behind the webhook Service answers.
 WEBHOOK_DOWN = 'failed calling webhook "mutate.databases.example.com"'
@@ -48,37 +49,6 @@ WEBHOOK_DOWN = 'failed calling webhook "mutate.databases.example.com"'
 DENIED = re.compile(r"forbidden|unauthorized|\b40[13] ", re.IGNORECASE)
 #: The name the operators started as the chart's Deployment's pod have (POD_NAME).
 LOCAL_POD = "database-operator-5c7d9-local"
-
-
-@dataclass
-class Helm:
-    """bin/helm against one control plane, with its own cache/config/data folders."""
-
-    kubeconfig: Path
-    home: Path
-
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        assert HELM.is_file(), f"{HELM} is missing: run `make tools`"
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.kubeconfig),
-            "HELM_CACHE_HOME": str(self.home / "cache"),
-            "HELM_CONFIG_HOME": str(self.home / "config"),
-            "HELM_DATA_HOME": str(self.home / "data"),
-        }
-        done = subprocess.run(
-            [str(HELM), *args], env=env, capture_output=True, text=True, check=False, timeout=180
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} failed: {done.stderr}")
-        return done
-
-    def chart(
-        self, verb: str, release: str, namespace: str, *args: str, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        """``helm <verb> <release> <the chart> --namespace <namespace> <args>``: the project's
-        chart installed, upgraded or rendered."""
-        return self(verb, release, str(CHART), "--namespace", namespace, *args, check=check)
 
 
 @pytest.fixture(scope="module")
@@ -103,11 +73,6 @@ def release(helm: Helm, namespace: str) -> Iterator[str]:
 def sets(*assignments: str) -> list[str]:
     """``--set`` flags, one per assignment."""
     return [flag for assignment in assignments for flag in ("--set", assignment)]
-
-
-def fullname(release: str) -> str:
-    """The chart's name for the release's objects (the release name does not contain it)."""
-    return f"{release}-{CHART_NAME}"
 
 
 @pytest.fixture
@@ -151,28 +116,6 @@ def rules_of(cluster: Cluster, kind: str, name: str, namespace: str | None = Non
     path = [kind, name] if namespace is None else [kind, name, "-n", namespace]
     role = json.loads(cluster.kubectl("get", *path, "-o", "json"))
     return role["rules"]  # type: ignore[no-any-return]
-
-
-def service_account_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:
-    """A kubeconfig that authenticates with a token of the ServiceAccount (as a pod would)."""
-    token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=1h").strip()
-    pki = cluster.plane.pki
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "c",
-                "cluster": {"server": cluster.plane.url, "certificate-authority": str(pki.ca)},
-            }
-        ],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": account}}],
-        "current-context": "c",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 def start_as_deployed(
@@ -252,12 +195,6 @@ def ca_bundles(cluster: Cluster, configuration: str) -> list[str | None]:
 
 def denied_lines(operator: OperatorProcess) -> list[str]:
     return [line for line in operator.log_text().splitlines() if DENIED.search(line)]
-
-
-def can_i(cluster: Cluster, account: str, *request: str) -> str:
-    """kubectl's answer, "yes" or "no" (its first line: warnings follow on stderr)."""
-    answer = cluster.kubectl("auth", "can-i", *request, f"--as={account}", check=False)
-    return answer.splitlines()[0].strip()
 
 
 # --- the chart's lifecycle ----------------------------------------------------------------------

@@ -8,100 +8,38 @@ without having checked the metrics.
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 import subprocess
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from database_operator import alerts
 from database_operator.metrics import Metrics
 from tests.cluster import Cluster, play_kubelet, wait_for
 from tests.controlplane import free_port
 from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
-from tests.integration.test_webhooks import (
+from tests.integration.webhooks import (
     BETA,
     apply,
     conversion_kept,
     database,
     start_webhook_operator,
 )
+from tests.prometheus import (
+    http_get,
+    prometheus_server,
+    required_tool,
+    sample,
+    scrape,
+    value,
+)
 
 SCRAPE_INTERVAL_S = 1
 #: Time for a change to reach a query: a scrape, and the operator's own reconcile before it.
 SCRAPE_TIMEOUT_S = SCRAPE_INTERVAL_S * 5 + 15
-PROMETHEUS_CONFIG = """\
-global:
-  scrape_interval: {interval}s
-  scrape_timeout: {interval}s
-  evaluation_interval: {interval}s
-scrape_configs:
-  - job_name: database-operator
-    static_configs:
-      - targets: ["127.0.0.1:{port}"]
-"""
-
-
-def required_tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(
-            f"`{name}` is not on PATH: run hack/install-prometheus.sh (make test does) to install "
-            "prometheus and promtool"
-        )
-    return path
-
-
-def http_get(url: str) -> bytes | None:
-    """The body of a 200 answer, or None while the server is not (yet) answering."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback http
-            return response.read()  # type: ignore[no-any-return]
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return None
-
-
-def query(prometheus: str, promql: str) -> list[dict[str, Any]]:
-    """An instant query through Prometheus's HTTP API: the vector it returns."""
-    body = http_get(f"{prometheus}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
-    assert body is not None, f"Prometheus did not answer the query {promql!r}"
-    answer = json.loads(body)
-    assert answer["status"] == "success", answer
-    assert answer["data"]["resultType"] == "vector", answer
-    return answer["data"]["result"]  # type: ignore[no-any-return]
-
-
-def value(prometheus: str, promql: str) -> float | None:
-    """The value of a query that selects one series, or None while it selects none."""
-    result = query(prometheus, promql)
-    assert len(result) <= 1, f"{promql!r} selected several series: {result}"
-    return float(result[0]["value"][1]) if result else None
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """Every sample the operator serves on /metrics: (name, labels) -> value (empty while it
-    does not answer)."""
-    text = http_get(f"http://127.0.0.1:{port}/metrics")
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families((text or b"").decode())
-        for sample in family.samples
-    }
-
-
-def sample(
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float | None:
-    return samples.get((name, frozenset(labels.items())))
 
 
 def observed(cluster: Cluster, namespace: str, name: str) -> bool:
@@ -134,40 +72,12 @@ def operator_with_metrics(
 @pytest.fixture
 def prometheus(tmp_path: Path, metrics_port: int) -> Iterator[str]:
     """A Prometheus server on loopback scraping the operator every second; its base URL."""
-    binary = required_tool("prometheus")
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(PROMETHEUS_CONFIG.format(interval=SCRAPE_INTERVAL_S, port=metrics_port))
-    log_path = tmp_path / "prometheus.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(
-            lambda: proc.poll() is not None or http_get(f"{url}/-/ready") is not None,
-            timeout=30,
-            what="Prometheus to be ready",
-        )
-        assert proc.poll() is None, f"Prometheus exited: {log_path.read_text(errors='replace')}"
+    operator = {
+        "job_name": "database-operator",
+        "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}],
+    }
+    with prometheus_server(tmp_path, [operator], SCRAPE_INTERVAL_S) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_prometheus_sees_reconciles_grow_and_databases_by_phase(

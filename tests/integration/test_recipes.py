@@ -15,14 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import glob
 import os
-import pwd
-import shutil
 import signal
 import subprocess
-from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,217 +25,81 @@ from typing import Any
 import pytest
 
 from database_operator import desired, replication
-from database_operator.api.models import Database
-from database_operator.engines import Engine, facts
+from database_operator.engines import Engine
 from database_operator.failover import probe
 from tests.cluster import wait_for
 from tests.controlplane import free_port
+from tests.engines import (
+    PostgresPrimary,
+    answers,
+    container_env,
+    generated_credentials,
+    make_db,
+    owned,
+    ping,
+    postgres_bin,
+    psql,
+    redis_cli,
+    redis_server,
+    run_as,
+    running,
+    streaming_postgres,
+)
 from tests.service import service
 
-
-def make_db(engine: str, name: str = "shop", **spec: Any) -> Database:
-    """A Database ``name`` in prod with two replicas, and ``spec`` (camelCase) on top."""
-    metadata = {"name": name, "namespace": "prod", "uid": "u-1"}
-    return Database.model_validate(
-        {"metadata": metadata, "spec": {"engine": engine, "replicas": 2, **spec}}
-    )
-
-
-def generated_credentials(db: Database) -> dict[str, str]:
-    """The values of a Secret exactly as the operator generates it."""
-    secret = desired.secret(db, desired.generate_password(), desired.generate_password())
-    return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
-
-
-def container_env(db: Database, credentials: dict[str, str]) -> dict[str, str]:
-    """The env a database container gets: the Secret's keys under the engine's names."""
-    engine = facts(db.spec.engine)
-    keys = engine.secret_env | engine.replication_env
-    return {var: credentials[key] for var, key in keys.items()} | engine.env
-
-
-@contextlib.contextmanager
-def running(argv: list[str], env: dict[str, str], log: Path, user: str | None) -> Iterator[None]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, user=user
-        )
-        try:
-            yield
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
 # --- PostgreSQL ----------------------------------------------------------------------------------
-
-
-def postgres_bin() -> Path:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
-    assert found, "no PostgreSQL server here: run hack/install-engines.sh"
-    return Path(found[-1]).parent
-
-
-def run_as(user: str = "postgres") -> str | None:
-    """postgres refuses to run as root: as root, run it as Debian's postgres user (or an
-    engine's own user, as its image would)."""
-    return user if os.geteuid() == 0 else None
-
-
-def owned(path: Path, user: str | None) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    if user:
-        entry = pwd.getpwnam(user)
-        os.chown(path, entry.pw_uid, entry.pw_gid)
-    return path
-
-
-def initdb(data: Path, env: Mapping[str, str], folder: Path, user: str | None) -> None:
-    """The official image's initdb step: the data directory, POSTGRES_USER as the superuser
-    with POSTGRES_PASSWORD (the password file in ``folder``), and its "host all all all
-    scram-sha-256" line."""
-    pwfile = folder / "pw"
-    pwfile.write_text(env["POSTGRES_PASSWORD"] + "\n")
-    if user:
-        shutil.chown(pwfile, user)
-    subprocess.run(
-        [
-            str(postgres_bin() / "initdb"),
-            *("-D", str(data), "--username", env["POSTGRES_USER"], "--pwfile", str(pwfile)),
-            *("--auth-local=trust", "--auth-host=scram-sha-256"),
-        ],
-        check=True,
-        capture_output=True,
-        user=user,
-    )
-    with (data / "pg_hba.conf").open("a") as image_hba:
-        image_hba.write("host all all all scram-sha-256\n")
-
-
-PSQL = ["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1"]
-
-
-def psql(port: int, password: str, user: str, sql: str, database: str = "app") -> str:
-    done = subprocess.run(
-        [*PSQL, "-h", "127.0.0.1", "-p", str(port), "-U", user, "-d", database, "-c", sql],
-        env={**os.environ, "PGPASSWORD": password, "PGCONNECT_TIMEOUT": "3"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr)
-    return done.stdout.strip()
-
-
-def answers(port: int, password: str, user: str, sql: str) -> str | None:
-    try:
-        return psql(port, password, user, sql)
-    except RuntimeError:
-        return None
 
 
 def test_postgres_streams_from_the_primary_to_a_hot_standby_replica(tmp_shared: Path) -> None:
     db = make_db("postgres")
     credentials = generated_credentials(db)
     env = container_env(db, credentials)
-    user = run_as()
-    bindir = postgres_bin()
-    path = f"{bindir}:{os.environ['PATH']}"
-    sockets = owned(tmp_shared / "sockets", user)
-    # What a shared test machine needs instead of a pod's own network and /var/run/postgresql.
-    local = ["-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={sockets}"]
-    primary_port, replica_port = free_port(), free_port()
-    primary_data = owned(tmp_shared / "primary", user) / "pgdata"
+    superuser, write = env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]
 
-    # What the official image's entrypoint does on a first start: initdb as POSTGRES_USER with
-    # POSTGRES_PASSWORD, host access by password, a database named after the user.
-    initdb(primary_data, env, tmp_shared, user)
-
-    recipe = replication.primary(
-        Engine.POSTGRES, port=primary_port, data_dir=str(primary_data), settings=local
-    )
-    # The container's env; PGDATA where this machine keeps the data.
-    primary_env = env | recipe.env | {"PATH": path, "PGDATA": str(primary_data)}
-    assert recipe.args[0] == "postgres"
-    with running(
-        [str(bindir / "postgres"), "-D", str(primary_data), *recipe.args[1:]],
-        primary_env,
-        tmp_shared / "primary.log",
-        user,
-    ):
-        superuser = env["POSTGRES_USER"]
-        wait_for(
-            lambda: answers_db(primary_port, env["POSTGRES_PASSWORD"], superuser),
-            what="the primary to answer",
-        )
-        psql(primary_port, env["POSTGRES_PASSWORD"], superuser, "CREATE DATABASE app", "postgres")
-        # The primary container's postStart hook, as it runs there.
-        assert recipe.post_start is not None
-        subprocess.run(recipe.post_start, env=primary_env, check=True, user=user, timeout=60)
-        hba = (primary_data / "pg_hba.conf").read_text().splitlines()
+    def before_the_replica(primary: PostgresPrimary) -> None:
+        # The primary container's postStart hook has run, as it runs there.
+        hba = (primary.data / "pg_hba.conf").read_text().splitlines()
         assert hba.count(replication.PG_HBA_REPLICATION) == 1
         # Idempotent: a restart runs it again.
-        subprocess.run(recipe.post_start, env=primary_env, check=True, user=user, timeout=60)
-        assert (primary_data / "pg_hba.conf").read_text().splitlines() == hba
-
-        write = env["POSTGRES_PASSWORD"]
-        psql(primary_port, write, superuser, "CREATE TABLE orders (id int, item text)")
-        psql(primary_port, write, superuser, "INSERT INTO orders VALUES (1, 'before the replica')")
-
-        replica = replication.replica(
-            Engine.POSTGRES,
-            port=replica_port,
-            data_dir="unused",
-            primary_host="127.0.0.1",
-            primary_port=primary_port,
-            settings=local,
+        assert primary.recipe.post_start is not None
+        subprocess.run(
+            primary.recipe.post_start, env=primary.env, check=True, user=primary.user, timeout=60
         )
-        assert replica.command is not None
-        replica_data = owned(tmp_shared / "replica", user) / "pgdata"
-        replica_env = env | replica.env | {"PATH": path, "PGDATA": str(replica_data)}
-        with running(replica.command, replica_env, tmp_shared / "replica.log", user):
-            wait_for(
-                lambda: answers(replica_port, write, superuser, "SELECT item FROM orders"),
-                timeout=60,
-                what="the replica to serve what the primary had",
-            )
-            assert psql(replica_port, write, superuser, "SELECT pg_is_in_recovery()") == "t"
-            psql(primary_port, write, superuser, "INSERT INTO orders VALUES (2, 'streamed')")
-            wait_for(
-                lambda: (
-                    answers(replica_port, write, superuser, "SELECT count(*) FROM orders") == "2"
-                ),
-                what="a write on the primary to stream to the replica",
-            )
-            with pytest.raises(RuntimeError, match="read-only"):
-                psql(replica_port, write, superuser, "INSERT INTO orders VALUES (3, 'no')")
-            # An application connects with the connection Secret's URIs.
-            entries = desired.connection_entries(db, encoded(credentials))
-            uri = entries["uri"].replace("shop.prod.svc:5432", f"127.0.0.1:{primary_port}")
-            ro_uri = entries["read-only-uri"].replace(
-                "shop-replicas.prod.svc:5432", f"127.0.0.1:{replica_port}"
-            )
-            for url, expected in ((uri, "f"), (ro_uri, "t")):
-                done = subprocess.run(
-                    ["psql", "-X", "-A", "-t", url, "-c", "SELECT pg_is_in_recovery()"],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                assert done.stdout.strip() == expected
+        assert (primary.data / "pg_hba.conf").read_text().splitlines() == hba
+        psql(primary.port, write, superuser, "CREATE TABLE orders (id int, item text)")
+        psql(primary.port, write, superuser, "INSERT INTO orders VALUES (1, 'before the replica')")
 
-
-def answers_db(port: int, password: str, user: str) -> str | None:
-    """The primary answers (on the postgres database, before "app" exists)."""
-    try:
-        return psql(port, password, user, "SELECT 1", "postgres")
-    except RuntimeError:
-        return None
+    # What the official image's entrypoint does on a first start (initdb as POSTGRES_USER with
+    # POSTGRES_PASSWORD, host access by password, a database named after the user), the
+    # primary's recipe, then a replica with the replicas Deployment's own command line.
+    with streaming_postgres(env, tmp_shared, before_the_replica) as (primary_port, replica_port):
+        wait_for(
+            lambda: answers(replica_port, write, superuser, "SELECT item FROM orders"),
+            timeout=60,
+            what="the replica to serve what the primary had",
+        )
+        assert psql(replica_port, write, superuser, "SELECT pg_is_in_recovery()") == "t"
+        psql(primary_port, write, superuser, "INSERT INTO orders VALUES (2, 'streamed')")
+        wait_for(
+            lambda: answers(replica_port, write, superuser, "SELECT count(*) FROM orders") == "2",
+            what="a write on the primary to stream to the replica",
+        )
+        with pytest.raises(RuntimeError, match="read-only"):
+            psql(replica_port, write, superuser, "INSERT INTO orders VALUES (3, 'no')")
+        # An application connects with the connection Secret's URIs.
+        entries = desired.connection_entries(db, encoded(credentials))
+        uri = entries["uri"].replace("shop.prod.svc:5432", f"127.0.0.1:{primary_port}")
+        ro_uri = entries["read-only-uri"].replace(
+            "shop-replicas.prod.svc:5432", f"127.0.0.1:{replica_port}"
+        )
+        for url, expected in ((uri, "f"), (ro_uri, "t")):
+            done = subprocess.run(
+                ["psql", "-X", "-A", "-t", url, "-c", "SELECT pg_is_in_recovery()"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            assert done.stdout.strip() == expected
 
 
 def encoded(values: dict[str, str]) -> dict[str, Any]:
@@ -248,35 +107,6 @@ def encoded(values: dict[str, str]) -> dict[str, Any]:
 
 
 # --- Redis ---------------------------------------------------------------------------------------
-
-
-def redis_cli(port: int, password: str, *command: str) -> str:
-    done = subprocess.run(
-        ["redis-cli", "-h", "127.0.0.1", "-p", str(port), *command],
-        env={**os.environ, "REDISCLI_AUTH": password},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-def redis_server(
-    recipe: replication.Recipe, env: Mapping[str, str], folder: Path
-) -> tuple[list[str], dict[str, str]]:
-    """A Redis recipe's argument list, ``$(VAR)`` expanded from the container's ``env`` as the
-    kubelet does, and the environment it runs with: the container's, and on its PATH an entry
-    point that starts what it is given (the image's would give the working directory away), in
-    a folder of ``folder``'s that any user may read (the server may run as Redis's)."""
-    bin_dir = folder / "entrypoint"
-    bin_dir.mkdir(exist_ok=True)
-    entrypoint = bin_dir / "docker-entrypoint.sh"
-    entrypoint.write_text('#!/bin/sh\nexec "$@"\n')
-    for path in (folder, bin_dir, entrypoint):
-        path.chmod(path.stat().st_mode | 0o555)
-    assert recipe.command is not None
-    argv = [replication.expand(arg, env) for arg in recipe.command]
-    return argv, {**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
 def test_redis_replicates_to_a_read_only_replica(tmp_path: Path) -> None:
@@ -326,13 +156,6 @@ def test_redis_replicates_to_a_read_only_replica(tmp_path: Path) -> None:
                     check=True,
                 )
                 assert done.stdout.strip() == "streamed"
-
-
-def ping(port: int, password: str) -> bool:
-    try:
-        return redis_cli(port, password, "PING") == "PONG"
-    except subprocess.CalledProcessError:
-        return False
 
 
 def get(port: int, password: str, key: str) -> str | None:

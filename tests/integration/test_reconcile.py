@@ -19,6 +19,7 @@ from kubernetes import client
 
 from tests.cluster import Cluster, condition, play_kubelet, wait_for, write_requests
 from tests.integration.conftest import RESYNC_S, OperatorProcess
+from tests.integration.waiting import events_for, observed, phase_is, ready_is, wait_for_status
 
 ROLE = "databases.example.com/role"
 LABELS = {
@@ -27,28 +28,6 @@ LABELS = {
     "app.kubernetes.io/component": "database",
     "app.kubernetes.io/managed-by": "database-operator",
 }
-
-
-def wait_for_status(  # noqa: PLR0917 - reads as a sentence at the call sites
-    cluster: Cluster, namespace: str, name: str, what: str, check: Any, timeout: float = 20
-) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        db = cluster.get_db(namespace, name)
-        return db if check(db) else None
-
-    return wait_for(probe, timeout=timeout, what=what)
-
-
-def phase_is(phase: str) -> Any:
-    return lambda db: db.get("status", {}).get("phase") == phase
-
-
-def ready_is(status: str) -> Any:
-    return lambda db: (condition(db, "Ready") or {}).get("status") == status
-
-
-def observed(db: dict[str, Any]) -> bool:
-    return bool(db.get("status", {}).get("observedGeneration") == db["metadata"]["generation"])
 
 
 def owner_uids(obj: Any) -> list[str]:
@@ -360,14 +339,6 @@ def replicas_of(cluster: Cluster, namespace: str, name: str) -> int | None:
         return int(cluster.apps.read_namespaced_deployment(name, namespace).spec.replicas)
     except client.ApiException:
         return None
-
-
-def events_for(cluster: Cluster, namespace: str, name: str) -> list[Any]:
-    return [
-        event
-        for event in cluster.core.list_namespaced_event(namespace).items
-        if event.involved_object.name == name and event.involved_object.kind == "Database"
-    ]
 
 
 def test_missing_credentials_secret_fails_clearly_and_recovers_when_created(

@@ -19,7 +19,7 @@ import yaml
 
 from tests.cluster import Cluster
 from tests.controlplane import ROOT, free_port
-from tests.integration.test_packaging import CHART_NAME, Helm, fullname
+from tests.integration.helm import CHART_NAME, Helm, fullname
 from tests.registry import CRANE, Registry, running_registry
 
 IMAGE = ROOT / "hack" / "image.sh"

@@ -10,7 +10,7 @@ from kubernetes import client
 
 from tests.cluster import Cluster, play_kubelet, wait_for
 from tests.integration.conftest import RESYNC_S, OperatorProcess
-from tests.integration.test_reconcile import observed, phase_is, wait_for_status
+from tests.integration.waiting import observed, phase_is, wait_for_status
 
 ROLE = "databases.example.com/role"
 

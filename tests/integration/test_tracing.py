@@ -20,7 +20,7 @@ import pytest
 from tests.cluster import Cluster, wait_for
 from tests.controlplane import free_port
 from tests.integration.conftest import OperatorProcess, start_operator
-from tests.integration.test_reconcile import observed, phase_is, wait_for_status
+from tests.integration.waiting import observed, phase_is, wait_for_status
 from tests.jaeger import Jaeger, parent_of, tags
 
 ROOT_SPAN = "reconcile Database"

@@ -9,7 +9,7 @@ import time
 
 from kubernetes import client
 
-from database_operator.kube import Kube
+from database_operator.kube.api import Kube
 from database_operator.manifest import Manifest
 from database_operator.watches import Watch
 from tests.aio import until

@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.cluster import Cluster, wait_for
 from tests.objectstore import ObjectStore
-from tests.real.test_backups import POSTGRES_FINGERPRINT, create, wait_backup
+from tests.real.backups import POSTGRES_FINGERPRINT, create, wait_backup
 from tests.realnode import RealCluster
 from tests.realpods import START_DEADLINE_S, client_pod, wait_active
 

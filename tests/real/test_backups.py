@@ -12,39 +12,16 @@ from typing import Any
 
 from tests.cluster import Cluster, wait_for
 from tests.objectstore import ObjectStore
-from tests.realpods import client_pod, on_local_images, until_answers, wait_active
-
-BACKUP_TIMEOUT_S = 180.0
-
-
-def create(
-    cluster: Cluster, namespace: str, name: str, images: dict[str, str], **spec: Any
-) -> None:
-    body = on_local_images({"metadata": {"name": name}, "spec": spec}, images)
-    cluster.create_db(namespace, name, body["spec"])
-
-
-def wait_backup(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    def finished() -> dict[str, Any] | None:
-        found = cluster.get_backup(namespace, name)
-        phase = (found.get("status") or {}).get("phase")
-        return found if phase in ("Completed", "Failed") else None
-
-    backup = wait_for(finished, timeout=BACKUP_TIMEOUT_S, interval=1, what=f"backup {name}")
-    assert backup["status"]["phase"] == "Completed", backup["status"]
-    return backup
-
-
-POSTGRES_FINGERPRINT = (
-    "SELECT count(*) || ':' || md5(string_agg(id || '=' || item, ',' ORDER BY id)) FROM orders"
+from tests.real.backups import (
+    BACKUP_TIMEOUT_S,
+    MYSQL_FINGERPRINT,
+    POSTGRES_FINGERPRINT,
+    REDIS_FILL,
+    REDIS_FINGERPRINT,
+    create,
+    wait_backup,
 )
-MYSQL_FINGERPRINT = (
-    "SELECT CONCAT(COUNT(*), ':', MD5(GROUP_CONCAT(sku, '=', qty ORDER BY sku))) FROM stock"
-)
-REDIS_FILL = "for i = 1, 5000 do redis.call('SET', 'key:' .. i, 'value-' .. i) end return 1"
-REDIS_FINGERPRINT = (
-    "local s = '' for i = 1, 5000, 499 do s = s .. redis.call('GET', 'key:' .. i) end return s"
-)
+from tests.realpods import client_pod, until_answers, wait_active
 
 
 def test_a_backup_of_each_engine_restores_the_same_rows_and_keys_into_a_new_database(

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.cluster import Cluster, wait_for
-from tests.exporters import http_get, listener, prometheus_server
+from tests.exporters import listener
+from tests.prometheus import http_get, prometheus_server
 from tests.realnode import RealCluster
 from tests.realpods import (
     Samples,

@@ -18,6 +18,7 @@ import pytest
 import database_operator
 from database_operator import api
 from database_operator.api.common import GROUP
+from tests.unit.imports import imported
 
 PACKAGE = Path(database_operator.__file__).parent
 API = Path(api.__file__).parent
@@ -35,6 +36,7 @@ FLOORS = [
         "watches",
         "namesakes",
         "cache",
+        "loops",
         "backups",
         "plugin status webhooks",
         "failover rbac",
@@ -62,21 +64,6 @@ def part_of(module: str) -> str | None:
     package, _, rest = module.partition(".")
     part = rest.split(".")[0]
     return part if package == database_operator.__name__ and part in FLOOR else None
-
-
-def imported(tree: ast.Module, package: str) -> set[str]:
-    """Every module ``tree`` imports anywhere (under ``if TYPE_CHECKING`` and in functions too),
-    relative imports resolved against ``package``; ``from a import b`` counts as ``a.b`` too."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
-            module = ".".join(part for part in (base, node.module or "") if part)
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
-    return names
 
 
 def test_every_part_stands_on_one_floor() -> None:

@@ -11,45 +11,28 @@ from typing import Any
 
 import pytest
 
-from database_operator.api.backup import BackupDestination, DatabaseBackup
+from database_operator.api.backup import BackupDestination
 from database_operator.api.models import NAME_PATTERN, ROLE_LABEL, SHARD_LABEL, Database
 from database_operator.backups import jobs
 from database_operator.config import Settings
 from database_operator.desired import selector_labels
 from database_operator.engines import Engine, facts
 from database_operator.manifest import Manifest
+from tests.unit.backups import (
+    AGENT,
+    BACKUP_UID,
+    DATABASE_LABEL,
+    LOCATION,
+    OPTIONS,
+    PVC,
+    S3,
+    S3_WITH_CA,
+    make_backup,
+)
 
 DB_UID = "0b1c2d3e-0000-4000-8000-000000000001"
-BACKUP_UID = "0b1c2d3e-0000-4000-8000-0000000000b1"
-AGENT = "registry.example.com/database-operator:1.2.3"
-OPTIONS = jobs.JobOptions(agent_image=AGENT)
 #: What the Database's Secret holds: it must never reach a Job but by reference.
 PASSWORD = "Kn0wn-Pa55word-of-the-Secret"
-LOCATION = "team/prod/shop/shop-nightly.pgdump"
-DATABASE_LABEL = "databases.example.com/database"
-
-S3 = BackupDestination.model_validate(
-    {
-        "s3": {
-            "endpoint": "https://s3.example.com",
-            "bucket": "backups",
-            "path": "team",
-            "region": "eu-west-1",
-            "credentialsSecretRef": {"name": "s3-creds"},
-        }
-    }
-)
-S3_WITH_CA = BackupDestination.model_validate(
-    {
-        "s3": {
-            "endpoint": "https://s3.internal",
-            "bucket": "backups",
-            "credentialsSecretRef": {"name": "s3-creds"},
-            "caBundleSecretRef": {"name": "s3-ca"},
-        }
-    }
-)
-PVC = BackupDestination.model_validate({"pvc": {"claimName": "backup-volume"}})
 DESTINATIONS = [
     pytest.param(S3, id="s3"),
     pytest.param(S3_WITH_CA, id="s3-with-ca"),
@@ -70,21 +53,6 @@ def make_db(engine: Engine = Engine.POSTGRES, shard: str | None = None, **spec: 
                 "credentialsSecretRef": {"name": "shop-secret"},
                 **spec,
             },
-        }
-    )
-
-
-def make_backup(name: str = "shop-nightly", **status: Any) -> DatabaseBackup:
-    return DatabaseBackup.model_validate(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "prod",
-                "uid": BACKUP_UID,
-                "labels": {DATABASE_LABEL: "shop", SHARD_LABEL: "east"},
-            },
-            "spec": {"database": "shop"},
-            "status": status,
         }
     )
 

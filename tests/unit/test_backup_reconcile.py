@@ -19,7 +19,8 @@ from database_operator.backups.reconcile import BackupReconciler, BackupResult
 from database_operator.config import Settings
 from database_operator.events import EventSink
 from database_operator.finalizers import FINALIZER
-from database_operator.kube import ApiError, Kube, KubeApi
+from database_operator.kube.api import Kube, KubeApi
+from database_operator.kube.errors import ApiError
 from database_operator.manifest import Manifest
 from database_operator.metrics import Metrics
 from tests.aio import synchronously
@@ -563,7 +564,13 @@ async def test_a_backup_in_a_namespace_being_deleted_goes_and_its_data_is_kept()
         (
             "POST",
             "Job",
-            ApiError(403, "Forbidden", "namespace prod is being terminated", "POST", "jobs"),
+            ApiError(
+                403,
+                "Forbidden",
+                "unable to create new content in namespace prod because it is being terminated",
+                "POST",
+                "jobs",
+            ),
         )
     )
     assert await world.finalize() is True

@@ -16,7 +16,7 @@ from database_operator.api.backup import (
 )
 from database_operator.api.models import SHARD_LABEL, Database
 from database_operator.backups import schedule
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.manifest import Manifest
 from tests.aio import synchronously
 from tests.fakekube import FakeKube

@@ -1,5 +1,6 @@
-"""When a backup is judged, and what its changes wake, through the controller on an in-memory
-Kube (tests/fakekube.py): the Databases are known before any backup is looked at, a backup
+"""When a backup is judged, and what its changes wake, through the two controllers (the
+Databases' and the DatabaseBackups', linked as the operator links them) on an in-memory Kube
+(tests/fakekube.py): the Databases are known before any backup is looked at, a backup
 whose Job exists goes on from it, where its Job stores is recorded before the Job exists, and
 a backup's own status write wakes its Database. The same against the real API server, across
 real restarts: tests/integration/test_backup_restarts.py."""
@@ -11,11 +12,13 @@ import json
 from typing import Any
 
 from database_operator.backups import jobs
+from database_operator.backups.controller import BackupController
 from database_operator.controller import Controller
 from database_operator.manifest import Key, Manifest
+from database_operator.runner.build import backups_beside
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
-from tests.unit.test_controller import NS, make, process_all, stored
+from tests.unit.controllers import NS, make, process_all, stored
 
 DB: Key = (NS, "db")
 BACKUP: Key = (NS, "db-now")
@@ -63,20 +66,32 @@ def new_backup(kube: FakeKube, **status: Any) -> Manifest:
     return kube.put(body)
 
 
-def controller_of(kube: FakeKube) -> Controller:
-    return make(kube, namespaces=[NS])
+def controller_of(kube: FakeKube) -> tuple[Controller, BackupController]:
+    """The Databases' controller and the DatabaseBackups' beside it, linked as the operator
+    links them."""
+    controller = make(kube, namespaces=[NS])
+    return controller, backups_beside(controller)
 
 
-async def process_backups(controller: Controller) -> list[str]:
+async def primed(kube: FakeKube) -> tuple[Controller, BackupController]:
+    """A restart: both controllers new, their caches listed as at the operator's start (the
+    Databases first)."""
+    controller, backups = controller_of(kube)
+    await controller.prime()
+    await backups.prime()
+    return controller, backups
+
+
+async def process_backups(backups: BackupController) -> list[str]:
     """Work every ready backup once; the phase each ended in."""
     phases = []
-    queue = controller.backups.queue
+    queue = backups.queue
     while len(queue):
         item = await queue.get()
         assert item is not None
-        await controller.backups.process(*item)
+        await backups.process(*item)
         queue.done(item[0])
-        held = controller.backups.index.model(item[0])
+        held = backups.index.model(item[0])
         phases.append(str(held.status.phase) if held is not None else "gone")
     return phases
 
@@ -86,13 +101,13 @@ def phase(kube: FakeKube) -> str | None:
     return (body.get("status") or {}).get("phase")
 
 
-async def started(kube: FakeKube) -> Controller:
-    """A controller that heard of the Database and its new backup, and started the backup."""
-    controller = controller_of(kube)
+async def started(kube: FakeKube) -> tuple[Controller, BackupController]:
+    """Controllers that heard of the Database and its new backup, and started the backup."""
+    controller, backups = controller_of(kube)
     controller.observe("ADDED", stored(kube, "Database") or {})
-    controller.backups.observe("ADDED", stored(kube, "DatabaseBackup", BACKUP[1]) or {})
-    assert await process_backups(controller) == ["Running"]
-    return controller
+    backups.observe("ADDED", stored(kube, "DatabaseBackup", BACKUP[1]) or {})
+    assert await process_backups(backups) == ["Running"]
+    return controller, backups
 
 
 def job_done(kube: FakeKube, controller: Controller, name: str) -> None:
@@ -134,10 +149,9 @@ async def test_a_backup_listed_at_start_is_judged_against_the_databases_listed_b
     kube = FakeKube()
     ready_database(kube)
     new_backup(kube)
-    controller = controller_of(kube)  # a restart: nothing heard yet
-    await controller.prime()
+    controller, backups = await primed(kube)  # a restart: nothing heard yet
     assert DB in controller.databases
-    assert await process_backups(controller) == ["Running"]
+    assert await process_backups(backups) == ["Running"]
     assert stored(kube, "Job", BACKUP[1]) is not None
 
 
@@ -145,10 +159,10 @@ async def test_a_backup_listed_at_start_is_judged_against_the_databases_listed_b
 async def test_a_backup_whose_database_the_cache_lacks_reads_it_before_failing() -> None:
     kube = FakeKube()
     ready_database(kube)
-    controller = controller_of(kube)
+    controller, backups = controller_of(kube)
     # The backup's watch event came first (two watches, in no order); the Database's not yet.
-    controller.backups.observe("ADDED", new_backup(kube))
-    assert await process_backups(controller) == ["Running"]
+    backups.observe("ADDED", new_backup(kube))
+    assert await process_backups(backups) == ["Running"]
     assert DB in controller.databases  # kept: the Databases' loop looks at it
     assert await process_all(controller) == 1
 
@@ -156,9 +170,9 @@ async def test_a_backup_whose_database_the_cache_lacks_reads_it_before_failing()
 @synchronously
 async def test_a_backup_of_a_database_that_does_not_exist_still_fails() -> None:
     kube = FakeKube()
-    controller = controller_of(kube)
-    controller.backups.observe("ADDED", new_backup(kube))
-    assert await process_backups(controller) == ["Failed"]
+    _, backups = controller_of(kube)
+    backups.observe("ADDED", new_backup(kube))
+    assert await process_backups(backups) == ["Failed"]
     status = (stored(kube, "DatabaseBackup", BACKUP[1]) or {})["status"]
     assert status["conditions"][0]["reason"] == "DatabaseNotFound"
     assert "location" not in status
@@ -169,10 +183,9 @@ async def test_where_a_job_stores_is_recorded_before_the_job_is_created() -> Non
     kube = FakeKube()
     ready_database(kube)
     new_backup(kube)
-    controller = controller_of(kube)
-    await controller.prime()
+    _, backups = await primed(kube)
     writes = len(kube.writes)
-    await process_backups(controller)
+    await process_backups(backups)
     done = [(verb, what) for verb, what, _ in kube.writes[writes:]]
     assert done == [
         ("PATCH", "DatabaseBackup"),  # the finalizer
@@ -198,8 +211,7 @@ async def test_a_backup_whose_job_exists_goes_on_from_it_even_with_its_database_
     kube.put(backup)
     del kube.objects[("Database", NS, "db")]
 
-    second = controller_of(kube)
-    await second.prime()
+    _, second = await primed(kube)
     assert await process_backups(second) == ["Running"]
     status = (stored(kube, "DatabaseBackup", BACKUP[1]) or {})["status"]
     # Where it stores, as its Job says (nothing was recorded; the Database is gone).
@@ -213,14 +225,13 @@ async def test_an_adopted_job_that_finished_meanwhile_completes_its_backup_at_on
     kube = FakeKube()
     ready_database(kube)
     new_backup(kube)
-    first = await started(kube)
+    first, _ = await started(kube)
     backup = stored(kube, "DatabaseBackup", BACKUP[1]) or {}
     backup["status"]["phase"] = "Pending"  # killed before the Running write
     kube.put(backup)
     job_done(kube, first, BACKUP[1])  # ... and the Job ran while the operator was away
 
-    second = controller_of(kube)
-    await second.prime()
+    _, second = await primed(kube)
     assert await process_backups(second) == ["Completed"]
 
 
@@ -229,12 +240,12 @@ async def test_a_pending_backup_deleted_stops_its_job_before_deleting_the_data()
     kube = FakeKube()
     ready_database(kube)
     new_backup(kube)
-    controller = await started(kube)
+    _, backups = await started(kube)
     backup = stored(kube, "DatabaseBackup", BACKUP[1]) or {}
     backup["status"]["phase"] = "Pending"  # its Job made just before a restart
     backup["metadata"]["deletionTimestamp"] = "2026-03-10T02:10:00Z"
-    controller.backups.observe("MODIFIED", kube.put(backup))
-    await process_backups(controller)
+    backups.observe("MODIFIED", kube.put(backup))
+    await process_backups(backups)
     names = [name for kind, _, name in kube.objects if kind == "Job"]
     assert names == [jobs.job_name(BACKUP[1], "-delete")], "its Job stopped, the deletion's made"
 
@@ -244,17 +255,17 @@ async def test_a_backups_own_status_writes_wake_its_database() -> None:
     kube = FakeKube()
     ready_database(kube)
     new_backup(kube)
-    controller = await started(kube)
+    controller, backups = await started(kube)
     await process_all(controller)  # the Database
     # The echo of the Running write changes nothing.
-    controller.backups.observe("MODIFIED", stored(kube, "DatabaseBackup", BACKUP[1]) or {})
+    backups.observe("MODIFIED", stored(kube, "DatabaseBackup", BACKUP[1]) or {})
     assert len(controller.queue) == 0
 
     job_done(kube, controller, BACKUP[1])
-    assert await process_backups(controller) == ["Completed"]
+    assert await process_backups(backups) == ["Completed"]
     assert len(controller.queue) == 1
     assert await controller.queue.get() == (DB, "DatabaseBackup")
     controller.queue.done(DB)
     # ... and its echo, when it comes, queues nothing more.
-    controller.backups.observe("MODIFIED", stored(kube, "DatabaseBackup", BACKUP[1]) or {})
+    backups.observe("MODIFIED", stored(kube, "DatabaseBackup", BACKUP[1]) or {})
     assert len(controller.queue) == 0

@@ -11,9 +11,10 @@ from database_operator.controller import Controller
 from database_operator.desired import MANAGED_BY
 from database_operator.namesakes import Namesakes
 from database_operator.ownership import CREATED_FOR, MANAGED_BY_LABEL
+from database_operator.runner.build import backups_beside
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
-from tests.unit.test_controller import NS, database, make, process_all, stored
+from tests.unit.controllers import NS, database, make, process_all, stored
 
 
 def obj(kind: str, name: str, rv: str, uid: str = "u1", **meta: Any) -> dict[str, Any]:
@@ -164,8 +165,10 @@ GLOBS = ["sh*"]
 @synchronously
 async def test_the_audit_lists_no_kind_the_controllers_own_watches_follow() -> None:
     kube, controller = await created()
+    backups = backups_beside(controller)
     reads = len(kube.reads)
     await controller.audit()
+    await backups.audit()  # the DatabaseBackups' controller audits its own kind
     assert {kind for _, kind, _ in kube.reads[reads:]} == {"Database", "DatabaseBackup"}
     kube, controller = await created(GLOBS)
     reads = len(kube.reads)

@@ -8,11 +8,8 @@ skipping them, so packaging is never silently untested.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import tarfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +18,22 @@ import yaml
 
 from database_operator import rbac
 from database_operator.webhooks import configuration as webhooks
-from tests.controlplane import kubectl_path
+from tests.unit.chart import (
+    CHART,
+    RELEASE,
+    ROOT,
+    STANDARD_LABELS,
+    Helm,
+    Manifest,
+    Render,
+    kinds,
+    kustomize,
+    only,
+    sets,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "helm" / "database-operator"
-HELM = ROOT / "bin" / "helm"
 CRD_BASES = ROOT / "config" / "crd" / "bases"
 ENV_VALUES = ["values-dev.yaml", "values-staging.yaml", "values-prod.yaml"]
-RELEASE = "database-operator"
 #: The release's objects' names (the release name contains the chart's: no prefix).
 FULLNAME = RELEASE
 WEBHOOK = f"{FULLNAME}-webhook"
@@ -39,75 +44,6 @@ AGGREGATED = {f"{FULLNAME}-{role}": role for role in ("admin", "edit", "view")}
 CERT_MANAGER_API = "cert-manager.io/v1"
 SERVICE_MONITOR_API = "monitoring.coreos.com/v1/ServiceMonitor"
 PROMETHEUS_RULE_API = "monitoring.coreos.com/v1/PrometheusRule"
-STANDARD_LABELS = {
-    "app.kubernetes.io/name",
-    "app.kubernetes.io/instance",
-    "app.kubernetes.io/version",
-    "app.kubernetes.io/managed-by",
-    "helm.sh/chart",
-}
-
-Manifest = dict[str, Any]
-Helm = Callable[..., subprocess.CompletedProcess[str]]
-Render = Callable[..., list[Manifest]]
-
-
-def sets(*assignments: str) -> list[str]:
-    """``--set`` flags, one per assignment."""
-    return [flag for assignment in assignments for flag in ("--set", assignment)]
-
-
-@pytest.fixture(scope="module")
-def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Helm's environment: its own cache/config/data folders, never the user's."""
-    assert HELM.is_file(), f"{HELM} is missing: run `make tools`"
-    home = tmp_path_factory.mktemp("helm")
-    return {
-        **os.environ,
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-
-
-@pytest.fixture(scope="module")
-def helm(helm_env: dict[str, str]) -> Helm:
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(HELM), *args],
-            env=helm_env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
-
-    return run
-
-
-@pytest.fixture(scope="module")
-def render(helm: Helm) -> Render:
-    """`helm template` the chart with ``args`` (e.g. --set ...) and return its objects."""
-
-    def run(*args: str) -> list[Manifest]:
-        done = helm("template", RELEASE, str(CHART), "--namespace", "ops", *args)
-        assert done.returncode == 0, done.stderr
-        return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
-
-    return run
-
-
-def only(objects: list[Manifest], kind: str, name: str | None = None) -> Manifest:
-    """The one object of ``kind`` (named ``name``, when given)."""
-    found = [
-        obj for obj in objects if obj["kind"] == kind and name in (None, obj["metadata"]["name"])
-    ]
-    assert len(found) == 1, f"{len(found)} {kind}s {name or ''} rendered"
-    return found[0]
-
-
-def kinds(objects: list[Manifest]) -> list[str]:
-    return [obj["kind"] for obj in objects]
 
 
 def container(objects: list[Manifest]) -> Manifest:
@@ -697,19 +633,6 @@ def test_helm_test_pod_checks_the_metrics_endpoint(render: Render) -> None:
 @pytest.fixture(scope="module")
 def kustomized() -> list[Manifest]:
     return kustomize("default")
-
-
-def kustomize(base: str) -> list[Manifest]:
-    """`kubectl kustomize config/<base>`, parsed."""
-    done = subprocess.run(
-        [str(kubectl_path()), "kustomize", str(ROOT / "config" / base)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 def test_kustomize_has_the_same_rbac_as_the_chart(

@@ -24,8 +24,7 @@ from database_operator.desired import workload
 from database_operator.desired.common import MANAGED_BY, PRIMARY, REPLICA
 from database_operator.webhooks import configuration as webhooks
 from tests.controlplane import kubectl_path
-from tests.unit import test_chart
-from tests.unit.test_chart import (
+from tests.unit.chart import (
     CHART,
     RELEASE,
     ROOT,
@@ -38,9 +37,6 @@ from tests.unit.test_chart import (
     only,
     sets,
 )
-
-# test_chart's fixtures: helm in its own home, `helm template` parsed.
-helm_env, helm, render = test_chart.helm_env, test_chart.helm, test_chart.render
 
 POD_MONITOR_API = "monitoring.coreos.com/v1/PodMonitor"
 ON = "monitoring.databases.podMonitor.enabled=true"
@@ -247,7 +243,7 @@ def test_kustomize_dashboards_are_the_json_files_of_config_grafana(tmp_path: Pat
 
 
 def kustomize_at(folder: Path) -> list[Manifest]:
-    """`kubectl kustomize` of any folder (tests.unit.test_chart.kustomize: config/'s only)."""
+    """`kubectl kustomize` of any folder (tests.unit.chart.kustomize: config/'s only)."""
     done = subprocess.run(
         [str(kubectl_path()), "kustomize", str(folder)],
         capture_output=True,

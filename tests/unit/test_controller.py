@@ -6,64 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from database_operator.config import Settings
 from database_operator.controller import (
     ERRORS_BEFORE_DEGRADED,
     RETRY_BASE_S,
     STALE_RETRIES,
     Controller,
 )
-from database_operator.events import EventSink
 from database_operator.finalizers import FINALIZER
-from database_operator.kube import Kube, NotLeadingError, StaleReadError
+from database_operator.kube.errors import NotLeadingError, StaleReadError
 from database_operator.manifest import Key, Manifest
-from database_operator.metrics import Metrics
 from tests.aio import synchronously
 from tests.fakekube import FakeKube
-
-NS = "shop"
-
-
-def events_sink(posted: list[tuple[str, str, str]]) -> Callable[[Manifest], EventSink]:
-    def for_object(_: Manifest) -> EventSink:
-        return lambda type_, reason, message: posted.append((type_, reason, message))
-
-    return for_object
-
-
-def make(
-    kube: FakeKube,
-    posted: list[tuple[str, str, str]] | None = None,
-    namespaces: list[str] | None = None,
-) -> Controller:
-    controller = Controller(
-        cast(Kube, kube),
-        Settings(resync_interval=60, retry_max_delay=8, namespaces=namespaces or []),
-        Metrics(),
-        events_sink(posted if posted is not None else []),
-    )
-    controller.active.set()
-    return controller
-
-
-def database(kube: FakeKube, name: str = "db", **spec: Any) -> Manifest:
-    return kube.put(
-        {
-            "apiVersion": "databases.example.com/v1",
-            "kind": "Database",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": spec,
-        }
-    )
-
-
-def stored(kube: FakeKube, kind: str, name: str = "db") -> Manifest | None:
-    return kube.objects.get((kind, NS, name))
+from tests.unit.controllers import NS, database, make, process_all, stored
 
 
 def delete(kube: FakeKube, **spec: Any) -> Manifest:
@@ -77,18 +35,6 @@ def delete(kube: FakeKube, **spec: Any) -> Manifest:
     }
     kube.objects[("Database", NS, "db")] = body
     return body
-
-
-async def process_all(controller: Controller) -> int:
-    """Work every ready key once; how many reconciles that was."""
-    count = 0
-    while len(controller.queue):
-        item = await controller.queue.get()
-        assert item is not None
-        await controller.process(*item)
-        controller.queue.done(item[0])
-        count += 1
-    return count
 
 
 @synchronously

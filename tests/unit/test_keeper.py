@@ -9,7 +9,8 @@ from typing import cast
 import pytest
 
 from database_operator.config import Settings
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from database_operator.manifest import Manifest
 from database_operator.webhooks.keeper import SecretKeeper
 from tests.aio import synchronously

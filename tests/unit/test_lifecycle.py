@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import itertools
 import logging
+import re
 from collections.abc import Sized
 from pathlib import Path
 from typing import Any, cast
 
 import kopf
 import pytest
+from kopf._cogs.clients import errors as kopf_errors
+from kopf._cogs.clients import watching as kopf_watching
 
+from database_operator import lifecycle
+from database_operator.api.models import GROUP, PLURAL, VERSION
 from database_operator.config import Settings
-from database_operator.kube import Kube, UnreachableError
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import UnreachableError
 from database_operator.lifecycle import (
     ENDLESS,
     FAILING_FOR_S,
@@ -168,6 +175,65 @@ def test_kopf_still_words_its_watch_starts_as_the_restart_count_expects() -> Non
     assert 'what = f"{method.upper()} {url}"' in api
 
 
+def test_kopf_still_logs_its_watches_and_their_requests_where_they_are_heard() -> None:
+    # Kopf's watch-streams log to their module's logger, and hand it to the listings and watch
+    # requests they make: those log their attempts there too, not to the API module's logger.
+    assert kopf_watching.logger.name == KOPF_WATCHING_LOGGER
+    source = Path(kopf_watching.__file__).read_text()
+    assert "logger = logging.getLogger(__name__)" in source
+    assert source.count("logger=logger,") >= 2  # the listing's fetch and the watch's stream
+
+
+def test_kopf_still_names_a_watch_as_the_restart_count_expects() -> None:
+    assert str(kopf.Resource(GROUP, VERSION, PLURAL)) == f"{PLURAL}.{VERSION}.{GROUP}"
+    source = Path(kopf_watching.__file__).read_text()
+    assert "where = f'in {namespace!r}' if namespace is not None else 'cluster-wide'" in source
+
+
+def test_kopf_still_retries_a_request_for_as_long_as_its_backoffs_last() -> None:
+    # ENDLESS never runs out: Kopf must iterate it afresh for each request, retry until it runs
+    # out, and not ask its length.
+    api = (Path(kopf.__file__).parent / "_cogs" / "clients" / "api.py").read_text()
+    assert "else settings.networking.error_backoffs" in api
+    assert "count = len(effective) + 1 if isinstance(effective, collections.abc.Sized)" in api
+    assert "enumerate(itertools.chain(effective, itertools.repeat(None)), start=1)" in api
+    assert "elif backoff is None:  # the last or the only attempt." in api
+
+
+def test_kopf_still_takes_the_signals_over_and_never_gives_them_back() -> None:
+    kopf_root = Path(kopf.__file__).parent
+    running = (kopf_root / "_core" / "reactor" / "running.py").read_text()
+    for signum in ("SIGINT", "SIGTERM"):
+        assert f"loop.add_signal_handler(signal.{signum}, signal_flag.set_result" in running
+    assert not [
+        path for path in kopf_root.rglob("*.py") if "remove_signal_handler" in path.read_text()
+    ]
+
+
+def test_kopf_still_leaves_the_tasks_started_before_it_alone() -> None:
+    running = (Path(kopf.__file__).parent / "_core" / "reactor" / "running.py").read_text()
+    assert "existing_tasks = await aiotasks.all_tasks()" in running
+    assert "await run_tasks(operator_tasks, ignored=existing_tasks)" in running
+    assert "hung_tasks = await aiotasks.all_tasks(ignored=ignored)" in running
+
+
+def test_every_kopf_internal_listed_is_pinned_by_a_test_that_exists() -> None:
+    """lifecycle.py lists the internals of Kopf's it relies on, each with its pinning test."""
+    listed = set(re.findall(r"``(test_\w+)``", lifecycle.__doc__ or ""))
+    tests = Path(__file__).parents[1]
+    defined = {
+        node.name
+        for path in [
+            *(tests / "unit").glob("test_*.py"),
+            *(tests / "integration").glob("test_*.py"),
+        ]
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    assert len(listed) >= 10
+    assert sorted(listed - defined) == []
+
+
 class FakeDiscovery:
     """What the supervisor asks of the API: whether the CRDs are served."""
 
@@ -233,6 +299,18 @@ async def test_kopf_failing_on_a_resource_gone_is_run_again_once_it_is_back() ->
     assert runs == ["run", "webhooks", "run"]
     assert waits == [True]
     assert watched.restarts == 1
+
+
+@synchronously
+async def test_kopfs_own_not_found_error_is_read_as_a_resource_gone() -> None:
+    # Kopf's own error, as it raises it: a watch of a resource the API server no longer serves,
+    # before discovery says so.
+    watched = supervisor(FakeDiscovery(), asyncio.Event())
+    gone = kopf_errors.APINotFoundError("404 page not found", status=404, headers={})
+    assert gone.status == 404
+    assert await watched._resource_gone(gone)
+    conflict = kopf_errors.APIConflictError("conflict", status=409, headers={})
+    assert not await watched._resource_gone(conflict)
 
 
 @synchronously

@@ -25,7 +25,7 @@ from database_operator import desired, replication
 from database_operator.api.models import Database
 from database_operator.backups import jobs, recipes
 from database_operator.engines import MONITORING_DIR, Engine
-from tests.unit.test_backup_jobs import LOCATION, OPTIONS, PVC, S3, make_backup
+from tests.unit.backups import LOCATION, OPTIONS, PVC, S3, make_backup
 
 #: Every program the scripts start, as a stand-in: it records its arguments (NUL-separated, one
 #: line per start), reads its standard input (a heredoc's config or SQL) and succeeds.

@@ -14,7 +14,7 @@ from database_operator.api.backup import BackupDestination, DatabaseBackup
 from database_operator.api.models import Database
 from database_operator.backups import jobs, restore
 from database_operator.backups.restore import Gate, Source
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.manifest import Manifest
 from database_operator.reasons import Problem, Reason
 from tests.aio import synchronously

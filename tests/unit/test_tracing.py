@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from database_operator import tracing
-from database_operator.kube import describe
+from database_operator.kube.api import describe
 
 
 class Blocking(SpanExporter):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from database_operator.kube import ApiError
+from database_operator.kube.errors import ApiError
 from database_operator.manifest import Manifest
 from database_operator.watches import Watch
 from tests.aio import synchronously, until

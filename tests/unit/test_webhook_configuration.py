@@ -15,6 +15,7 @@ from database_operator.config import Settings
 from database_operator.controller import Controller
 from database_operator.handlers import register
 from database_operator.metrics import Metrics
+from database_operator.runner.build import backups_beside
 from database_operator.webhooks import configuration as hooks
 from database_operator.webhooks.admission import Admission
 from tests.fakekube import FakeKube
@@ -131,7 +132,7 @@ def test_each_hooks_path_is_the_id_of_a_kopf_handler() -> None:
     """The API server calls /<path>; Kopf finds the handler by that id."""
     registry = kopf.OperatorRegistry()
     controller = Controller(FakeKube(), Settings(), Metrics(), lambda body: lambda *a: None)  # type: ignore[arg-type]
-    register(controller, registry, Admission(FakeKube()))  # type: ignore[arg-type]
+    register(controller, backups_beside(controller), registry, Admission(FakeKube()))  # type: ignore[arg-type]
     ids = {handler.id for handler in registry._webhooks.get_all_handlers()}
     assert {hook.path.lstrip("/") for hook in hooks.HOOKS} <= ids
     for hook in hooks.HOOKS:

@@ -1,6 +1,9 @@
 """The DatabaseBackups' loop: what the watch delivered of them (`BackupIndex`), and a work queue
-of backups to look at, worked by a few tasks (`BackupController`), like the Databases' own loop
-(controller.py), which owns it and shares its API client, its caches and its pause.
+of backups to look at, worked by a few tasks (`BackupController`), beside the Databases' own loop
+(controller.py), whose API client, caches and pause it shares, and with which it shares the
+skeleton of a turn and of an audit (loops.py). runner/build.py makes the two and links them: a
+Database that changed is told here (`database_changed`), a backup that changed wakes its
+Database (`wake_database`).
 
 A backup is looked at when it changes, when its Job changes, and periodically while it is not
 finished; a finished one is looked at again only when it is deleted. Each change to a backup
@@ -9,8 +12,8 @@ the echo, then finds that version held and wakes nothing) — at once: its statu
 newest backups, its schedule and retention count them.
 
 A backup not yet started is judged against its Database: the Databases are listed before any
-backup is looked at (Controller.prime), and one the cache lacks is read from the API server
-before the backup is failed as DatabaseNotFound, which is final.
+backup is looked at (Controller.prime comes before `prime`), and one the cache lacks is read from
+the API server before the backup is failed as DatabaseNotFound, which is final.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from database_operator import loops
 from database_operator.api.backup import (
     BACKUP_KIND,
     DATABASE_LABEL,
@@ -31,8 +35,8 @@ from database_operator.api.backup import (
 )
 from database_operator.backups import state
 from database_operator.backups.jobs import JobOptions
-from database_operator.backups.reconcile import BackupReconciler, EventsFor
-from database_operator.cache import newer, stripped, version
+from database_operator.backups.reconcile import BackupReconciler, BackupResult, EventsFor
+from database_operator.cache import newer, stripped
 from database_operator.clock import Clock, system_clock
 from database_operator.config import Settings
 from database_operator.finalizers import (
@@ -41,20 +45,23 @@ from database_operator.finalizers import (
     missing_labels,
     remove_finalizer,
 )
-from database_operator.kube import ApiError, Kube, KubeApi, NotLeadingError
+from database_operator.kube.api import Kube, KubeApi
+from database_operator.kube.errors import ApiError
 from database_operator.logs import get_logger
+from database_operator.loops import Failed
 from database_operator.manifest import Key, Manifest, key_of
 from database_operator.metrics import Metrics
-from database_operator.selection import database_selector
-from database_operator.workqueue import WorkQueue
+from database_operator.selection import audited_namespaces, database_selector
+from database_operator.workqueue import WorkQueue, work_on
 
 #: Backups run one Job each and are few: two tasks look at them.
 WORKERS = 2
 RETRY_BASE_S = 0.5
 
 
-class BackupIndex:
-    """The latest DatabaseBackups the watch delivered, by namespace and by Database."""
+class BackupIndex(Mapping[Key, Manifest]):
+    """The latest DatabaseBackups the watch delivered, by key (as a Mapping), and parsed, by
+    namespace and by Database."""
 
     def __init__(self) -> None:
         self._bodies: dict[Key, Manifest] = {}
@@ -66,11 +73,11 @@ class BackupIndex:
     def __len__(self) -> int:
         return len(self._bodies)
 
-    def get(self, key: Key) -> Manifest | None:
-        return self._bodies.get(key)
+    def __getitem__(self, key: Key) -> Manifest:
+        return self._bodies[key]
 
-    def keys_in(self, namespace: str | None) -> list[Key]:
-        return [key for key in self._bodies if namespace in (None, key[0])]
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._bodies)
 
     def put(self, body: Manifest) -> bool:
         """Keep ``body`` if it is newer than the backup held; whether it was."""
@@ -141,25 +148,9 @@ async def _unknown(_: Key) -> Manifest | None:
     return None
 
 
-async def work_on(
-    queue: WorkQueue[Key],
-    active: asyncio.Event,
-    process: Callable[[Key, str], Awaitable[object]],
-) -> None:
-    """One worker: take keys from ``queue`` while this operator is active, and process each."""
-    while True:
-        await active.wait()
-        item = await queue.get()
-        if item is None:
-            return
-        key, trigger = item
-        try:
-            if active.is_set():
-                await process(key, trigger)
-            else:  # paused while waiting: leave it for when this operator is active again
-                queue.add(key, trigger)
-        finally:
-            queue.done(key)
+async def _deleted_meanwhile(error: ApiError) -> str | None:
+    """A backup not found was deleted meanwhile: no failure, its DELETED event follows."""
+    return "gone" if error.not_found else None
 
 
 @dataclass
@@ -218,93 +209,109 @@ class BackupController:
             if not state.finished(backup):
                 self.queue.add((database[0], backup.name), "Database")
 
-    async def prime(self, namespaces: list[str | None]) -> None:
-        """Fill the index with one listing, before the first reconcile of a Database (whose
-        status names its backups)."""
-        for namespace in namespaces:
-            selector = database_selector(self.settings)
+    async def prime(self) -> None:
+        """Fill the index with one listing per namespace, once the Databases' loop has filled
+        its caches, and before the first reconcile of a Database (whose status names its
+        backups)."""
+        selector = database_selector(self.settings)
+        for namespace in audited_namespaces(self.settings, self.databases):
             async for page in self.kube.list_pages(BACKUP_KIND, namespace, selector):
                 for body in page:
                     self.index.put(body)
-        for key in self.index.keys_in(None):
+        for key in self.index:
             self.queue.add(key, "resume")
 
     def lead(self) -> None:
         """This replica starts leading: look at every DatabaseBackup afresh."""
-        for key in self.index.keys_in(None):
+        for key in self.index:
             self.queue.add(key, "resume")
 
-    async def audit(self, namespace: str | None) -> None:
-        """Correct what a lost watch event left wrong in the index (see Controller.audit)."""
-        listed, at = await self.kube.list_metadata(
-            BACKUP_KIND, namespace, database_selector(self.settings)
-        )
-        names = {key_of(meta): meta for meta in listed}
-        for key in self.index.keys_in(namespace):
-            held = self.index.get(key)
-            if key not in names and held is not None and version(held) < int(at or 0):
-                self.observe("DELETED", held)
-        for key, meta in names.items():
-            if newer(meta, self.index.get(key)):
-                fresh = await self.kube.get(BACKUP_KIND, *key)
-                if fresh is not None:
-                    self.observe("MODIFIED", fresh)
+    async def audit(self) -> None:
+        """Correct what a lost watch event left wrong in the index, once per resync period, in
+        the namespaces the Databases' loop audits (see Controller.audit)."""
+        for namespace in audited_namespaces(self.settings, self.databases):
+            await loops.audit(
+                self.kube,
+                BACKUP_KIND,
+                namespace,
+                database_selector(self.settings),
+                self.index,
+                gone=lambda _, held: self.observe("DELETED", held),
+                changed=lambda fresh: self.observe("MODIFIED", fresh),
+            )
 
     # --- the workers ------------------------------------------------------------------------
 
     def start(self) -> list[asyncio.Task[None]]:
-        return [
+        """Start the workers and the audit of the index, now (see Controller.start)."""
+        workers = [
             asyncio.create_task(work_on(self.queue, self.active, self.process), name=f"backups-{i}")
             for i in range(WORKERS)
         ]
+        audit = loops.audit_every(self.settings.resync_interval, self.active, self.audit)
+        return [*workers, asyncio.create_task(audit, name="backups-audit")]
+
+    async def stop(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Stop the workers: a reconcile in progress is cancelled, the queue is dropped."""
+        await loops.stop(self.queue, tasks)
 
     async def process(self, key: Key, trigger: str) -> None:
-        """Reconcile (or finalize) one DatabaseBackup; never raises: failures are retried."""
+        """Reconcile (or finalize) one DatabaseBackup; never raises an API failure: those are
+        retried."""
         body = self.index.get(key)
         if body is None:
             return
         started = time.monotonic()
-        try:
-            if body["metadata"].get("deletionTimestamp"):
-                await self._finalize(key, body)
-                return
-            database = key[0], str((body.get("spec") or {}).get("database", ""))
-            # Labelled with its Database, whoever made it (a schedule labels its own): so
-            # `kubectl get dbbackup -l databases.example.com/database=NAME` finds every one.
-            labels = {DATABASE_LABEL: database[1]}
-            if not has_finalizer(body) or missing_labels(body, labels):
-                body = await add_finalizer(self.client, body, BACKUP_KIND, labels)
-                self._keep(body)
-            db = self.databases.get(database)
-            if db is None and _unstarted(body):  # missing is final: ask the API server first
-                db = await self.find_database(database)
-            result = await self.backups.reconcile(body, db, self.index.running(database, key[1]))
-        except NotLeadingError:  # stepped down: the leader takes it on
-            self.queue.add(key, trigger)
+        turn = await loops.take_turn(
+            self.queue,
+            key,
+            trigger,
+            lambda: self._work(key, body),
+            forgive=_deleted_meanwhile,
+            retried=(ApiError,),
+        )
+        if turn.failed is not None:
+            self._failed(key, trigger, turn.failed)
+        if (result := turn.done) is None:
             return
-        except ApiError as error:
-            if error.status == 404:  # deleted meanwhile: its DELETED event follows
-                return
-            delay, failures = self.queue.backoff(key)
-            self.queue.schedule(key, delay, "retry")
-            # A namespace being deleted refuses creates: expected, not an error.
-            log = get_logger().info if error.namespace_terminating else get_logger().error
-            log(
-                "backup reconcile failed",
-                namespace=key[0],
-                name=key[1],
-                trigger=trigger,
-                error=str(error),
-                failures=failures,
-                retry_in_s=round(delay, 2),
-            )
-            return
-        self.queue.forget(key)
         if result.body is not None:
             self._keep(result.body)
         if result.status.phase not in (BackupPhase.COMPLETED, BackupPhase.FAILED):
             self._look_again(key, result.deadline)
         self._record(key, trigger, result.entered, result.reason, started)
+
+    async def _work(self, key: Key, body: Manifest) -> BackupResult | None:
+        """Finalize the backup (None), or reconcile it."""
+        if body["metadata"].get("deletionTimestamp"):
+            await self._finalize(key, body)
+            return None
+        database = key[0], str((body.get("spec") or {}).get("database", ""))
+        # Labelled with its Database, whoever made it (a schedule labels its own): so
+        # `kubectl get dbbackup -l databases.example.com/database=NAME` finds every one.
+        labels = {DATABASE_LABEL: database[1]}
+        if not has_finalizer(body) or missing_labels(body, labels):
+            body = await add_finalizer(self.client, body, BACKUP_KIND, labels)
+            self._keep(body)
+        db = self.databases.get(database)
+        if db is None and _unstarted(body):  # missing is final: ask the API server first
+            db = await self.find_database(database)
+        return await self.backups.reconcile(body, db, self.index.running(database, key[1]))
+
+    def _failed(self, key: Key, trigger: str, failed: Failed) -> None:
+        """Log a failure (its retry is scheduled)."""
+        error = failed.error
+        # A namespace being deleted refuses creates: expected, not an error.
+        terminating = isinstance(error, ApiError) and error.namespace_terminating
+        log = get_logger().info if terminating else get_logger().error
+        log(
+            "backup reconcile failed",
+            namespace=key[0],
+            name=key[1],
+            trigger=trigger,
+            error=str(error),
+            failures=failed.failures,
+            retry_in_s=round(failed.delay, 2),
+        )
 
     def _keep(self, body: Manifest) -> None:
         """Hold what our own write of a backup answered, and wake its Database as that change's

@@ -13,7 +13,7 @@ from database_operator.api.backup import (
     BackupDestination,
 )
 from database_operator.backups import state
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.manifest import Manifest
 
 

@@ -43,15 +43,14 @@ from database_operator.backups.observe import destination_problem, follow_job
 from database_operator.clock import Clock
 from database_operator.compare import merge_patch_of
 from database_operator.events import EventSink
-from database_operator.kube import ApiError, KubeApi
+from database_operator.kube.api import KubeApi
+from database_operator.kube.errors import ApiError
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
 from database_operator.reasons import Reason
 
 #: Gives the EventSink of an object (a DatabaseBackup, or its Database).
 EventsFor = Callable[[Manifest], EventSink]
-#: The API server's words for a namespace being deleted: nothing new may be created in it.
-TERMINATING = "is being terminated"
 
 
 @dataclass
@@ -400,7 +399,7 @@ class BackupReconciler:
             try:
                 await self.kube.create(jobs.delete_job(backup, self.options), exist_ok=True)
             except ApiError as error:
-                if error.status == 403 and TERMINATING in error.message:
+                if error.namespace_terminating:
                     # Its namespace is being deleted and nothing runs there any more. The data
                     # stays, as a backup should when everything else goes.
                     return self._kept(backup, where, str(error))

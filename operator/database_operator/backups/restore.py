@@ -38,7 +38,7 @@ from database_operator.backups.agent import compatible
 from database_operator.backups.jobs import JobOptions
 from database_operator.backups.observe import destination_problem, follow_job
 from database_operator.desired.common import resolved_version
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.manifest import Manifest
 from database_operator.ownership import conflict, conflict_message
 from database_operator.reasons import Problem, Reason

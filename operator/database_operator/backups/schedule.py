@@ -33,7 +33,7 @@ from database_operator.api.backup import (
 from database_operator.api.common import GROUP, VERSION
 from database_operator.api.models import SHARD_LABEL, Database
 from database_operator.backups import retention, state
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.manifest import Manifest
 
 

@@ -37,7 +37,8 @@ from database_operator.failover.decide import (
     decide,
     statuses,
 )
-from database_operator.kube import ApiError, KubeApi
+from database_operator.kube.api import KubeApi
+from database_operator.kube.errors import ApiError
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
 from database_operator.ownership import controller_of, is_ours
@@ -298,5 +299,7 @@ async def _label(kube: KubeApi, db: Database, pod: PodFacts, role: str | None) -
     try:
         await kube.merge_patch("Pod", db.namespace, pod.name, patch)
     except ApiError as error:
-        if error.status not in (404, 409, 422):
+        # Gone, or a namesake: the patch's uid is not the pod's (a conflict, or a 422 refusing
+        # a change of the immutable uid).
+        if not (error.not_found or error.stale or error.status == 422):
             raise

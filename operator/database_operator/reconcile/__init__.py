@@ -15,16 +15,17 @@ from __future__ import annotations
 from database_operator import desired
 from database_operator.api.backup import RestoreRecord
 from database_operator.api.models import INSTANCE_LABEL, KIND, Database
-from database_operator.backups import restore, schedule, state
+from database_operator.backups import restore
 from database_operator.backups.jobs import JobOptions
 from database_operator.backups.state import Backups
+from database_operator.backups.tending import tend_backups
 from database_operator.carryover import carry_over
 from database_operator.clock import Clock, system_clock
 from database_operator.events import EventSink, no_events
 from database_operator.failover import rollout
 from database_operator.failover.decide import Memory
 from database_operator.failover.tend import tend
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.manifest import Manifest
 from database_operator.ownership import conflict, conflict_message, holds_name_for, is_ours
 from database_operator.reasons import Problem, Reason
@@ -120,10 +121,12 @@ async def reconcile(
             await remove_surplus(kube, db, observed, result)
             restoring, restored = gate.progress, gate.restored
             result.job_deadline = gate.deadline
-    if backups is not None and failure is None and not conflicts:
-        tended = await schedule.tend(kube, db, backups.of_database, at)
-        result.backups_created, result.backups_deleted = tended.created, tended.deleted
-        result.next_backup = tended.next_due
+    if backups is not None:
+        keep = failure is None and not conflicts
+        tended = await tend_backups(kube, db, backups.of_database, at, keep_schedule=keep)
+        result.backups, schedule = tended.summary, tended.schedule
+        result.backups_created, result.backups_deleted = schedule.created, schedule.deleted
+        result.next_backup = schedule.next_due
     connection = ("Secret", desired.connection_secret_name(db))
     result.outcome = Outcome(
         paused=result.outcome.paused,
@@ -134,8 +137,6 @@ async def reconcile(
         instances=instances,
         held=held,
     )
-    if backups is not None:
-        result.backups = state.summarize(db, backups.of_database, at)
     written = await write_status(
         kube,
         db,

@@ -11,7 +11,8 @@ from database_operator import desired
 from database_operator.api.models import Database
 from database_operator.compare import covers, needs_write
 from database_operator.engines import facts
-from database_operator.kube import ApiError, Kube, KubeApi, StaleReadError
+from database_operator.kube.api import Kube, KubeApi
+from database_operator.kube.errors import ApiError, StaleReadError
 from database_operator.manifest import Manifest
 from database_operator.ownership import CREATED_FOR, conflict, conflict_message, is_ours
 from database_operator.reasons import Problem, Reason, rejected

@@ -8,7 +8,7 @@ from database_operator.api.models import Database, DeletionPolicy
 from database_operator.clock import Clock, system_clock
 from database_operator.compare import owner_refs_to
 from database_operator.events import EventSink, no_events
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.ownership import is_ours
 from database_operator.reconcile.apply import owner_references_patch
 from database_operator.reconcile.observe import observe_workloads, read_child

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from database_operator import desired
 from database_operator.api.models import Database
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.manifest import Manifest
 from database_operator.ownership import is_ours, needs_managed_fields
 from database_operator.status import Workloads

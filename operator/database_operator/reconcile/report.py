@@ -11,7 +11,7 @@ from database_operator.backups.state import BackupSummary
 from database_operator.clock import Clock
 from database_operator.compare import merge_patch_of
 from database_operator.events import EventSink
-from database_operator.kube import KubeApi
+from database_operator.kube.api import KubeApi
 from database_operator.manifest import Manifest
 from database_operator.reasons import Problem, Reason
 from database_operator.reconcile.observe import observe_workloads

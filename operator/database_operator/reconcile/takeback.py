@@ -4,7 +4,8 @@ manager keeps in it, so that the child ends up as the operator wrote it (or it s
 from __future__ import annotations
 
 from database_operator.compare import difference, dotted, list_takebacks, needs_write, version_test
-from database_operator.kube import ApiError, KubeApi
+from database_operator.kube.api import KubeApi
+from database_operator.kube.errors import ApiError
 from database_operator.manifest import Manifest
 from database_operator.reconcile.result import Result
 

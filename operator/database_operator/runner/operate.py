@@ -12,7 +12,8 @@ import kopf
 
 from database_operator.config import Settings
 from database_operator.gcpauses import GcPauses
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from database_operator.leader import LeaderElection, wait_for_earlier_peers
 from database_operator.lifecycle import Supervisor, required_resources
 from database_operator.logs import get_logger
@@ -129,16 +130,19 @@ async def work_once_served(op: Operator, stopping: asyncio.Event) -> None:
     """Once the CRDs are served: the webhooks, the caches, the workers, the campaign for the
     Lease and Kopf's watches; on the way out, the Lease released first."""
     settings, kube, controller, election = op.settings, op.kube, op.controller, op.election
+    backups = op.backups
     if not await wait_for_crds(kube, settings, stopping):
         return
     serve_webhooks = webhook_starter(op.webhooks)
     await serve_webhooks()
     with contextlib.suppress(ApiError):  # without it, reconciles read what they lack
         await controller.prime()
+        await backups.prime()  # then the backups: each is judged against its Database
     # What startup made and the primed caches live as long as we do: frozen, out of the
     # garbage collector's way (gcpauses.py).
     gc_pauses = asyncio.create_task(GcPauses(op.metrics.gc_paused).run(stopping))
     workers = controller.start(settings.workers)
+    backup_workers = backups.start()
     campaign = asyncio.create_task(campaign_for(election, settings, stopping)) if election else None
     try:
         # Kopf, run again when the CRDs come back after they went (lifecycle.py).
@@ -152,6 +156,7 @@ async def work_once_served(op: Operator, stopping: asyncio.Event) -> None:
         if campaign is not None:
             stopping.set()
             await campaign  # released: the standby takes over while we finish stopping
+        await backups.stop(backup_workers)
         await controller.stop(workers)
         await op.recorder.drain()
         gc_pauses.cancel()

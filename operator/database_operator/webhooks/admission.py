@@ -33,7 +33,8 @@ from database_operator.backups.restore import Gate, resolve
 from database_operator.desired.monitoring import exporter_container
 from database_operator.desired.workload import image
 from database_operator.engines import ENGINES, Engine, major_version, reserved_key
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from database_operator.manifest import Manifest
 from database_operator.webhooks.namespaces import NamespaceAnnotations
 

@@ -27,7 +27,8 @@ from urllib.parse import urlsplit
 from database_operator.api.models import CRD_NAME
 from database_operator.clock import Clock, system_clock
 from database_operator.config import Settings
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
 from database_operator.webhooks import configuration
@@ -181,7 +182,7 @@ class SecretKeeper(TrustingKeeper):
                 try:
                     await self._store(secret, namespace, name, wanted)
                 except ApiError as error:
-                    if error.status == 409:  # another replica wrote it first: read theirs
+                    if error.stale:  # another replica wrote it first: read theirs
                         conflict = error
                         continue
                     raise

@@ -21,7 +21,8 @@ import asyncio
 from collections.abc import Sequence
 
 from database_operator.config import is_exact
-from database_operator.kube import ApiError, Kube
+from database_operator.kube.api import Kube
+from database_operator.kube.errors import ApiError
 from database_operator.logs import get_logger
 from database_operator.manifest import Manifest
 from database_operator.watches import Watch
@@ -81,7 +82,7 @@ class NamespaceAnnotations:
         try:
             held.relisted(await held.watch.list_now(kube), held.watch.version)
         except Exception as error:  # all but RBAC's refusal: the watch lists again, and retries
-            if isinstance(error, ApiError) and error.status == 403:
+            if isinstance(error, ApiError) and error.forbidden:
                 get_logger().warning(
                     "cannot watch namespaces; the quota check reads each namespace instead",
                     namespace=held.name,

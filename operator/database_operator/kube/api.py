@@ -1,4 +1,5 @@
-"""The only module that talks to the Kubernetes API: get, create, apply, patch, delete.
+"""The calls of the Kubernetes API: get, list, create, apply, patch, delete (and watch, through
+watching.py).
 
 Objects go in and come out as plain camelCase dicts, exactly as the API server speaks them, so
 the pure builders and the status function never see client model classes. The official client
@@ -9,25 +10,22 @@ connections), so Kopf's event loop never blocks and concurrent calls never queue
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import json
 import re
-import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
-from urllib3 import HTTPResponse
 from urllib3.exceptions import HTTPError
 
 from database_operator import tracing
 from database_operator.api.backup import BACKUP_PLURAL
 from database_operator.api.models import GROUP, KIND, PLURAL, VERSION
+from database_operator.kube import watching
+from database_operator.kube.errors import ApiError, NotLeadingError, api_error, stale_read
 from database_operator.manifest import Manifest
 from database_operator.ownership import FIELD_MANAGER
 
@@ -63,103 +61,6 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "ClusterKopfPeering": ("/apis/kopf.dev/v1", "clusterkopfpeerings"),
 }
 
-#: What a metadata-only watch asks for: each event's object as PartialObjectMetadata.
-METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-#: How long the API server keeps a watch open before ending it (it is then made again).
-WATCH_TIMEOUT_S = 300
-T = TypeVar("T")
-
-#: HTTP statuses worth retrying: conflicts, throttling, and the server's own trouble.
-RETRYABLE = {401, 409, 429, 500, 502, 503, 504}
-#: How kube-apiserver words a JSON patch whose ``test`` operation failed (a 422).
-TEST_FAILED = "test failed"
-#: HTTP statuses that refuse the content of a write (invalid or malformed).
-INVALID = {400, 422}
-#: How kube-apiserver's authorizer words a 403 (RBAC). Every other 403 is a refusal by
-#: admission: a webhook or ValidatingAdmissionPolicy, a ResourceQuota, a terminating namespace.
-RBAC_DENIAL = " cannot "
-#: How kube-apiserver's NamespaceLifecycle admission words a create refused in a namespace
-#: being deleted ("unable to create new content in namespace X because it is being terminated").
-NAMESPACE_TERMINATING = "because it is being terminated"
-
-
-@dataclass
-class ApiError(Exception):
-    """A failed API call, with what a caller needs to decide: retry or report.
-
-    Two readings of a 403: missing RBAC (``forbidden``) is the operator's installation, fixed by
-    an administrator, so it is retried and reported as a reconcile error; a denial by admission
-    is about the object we sent (``refused``), reported on the Database as a rejection.
-    """
-
-    status: int  # the answer's HTTP status (UnreachableError: 0, there was no answer)
-    reason: str
-    message: str
-    verb: str
-    path: str
-
-    def __str__(self) -> str:
-        return f"{self.verb} {self.path}: {self.status} {self.reason}: {self.message}"
-
-    @property
-    def forbidden(self) -> bool:
-        """RBAC does not allow the call."""
-        return self.status == 403 and RBAC_DENIAL in self.message
-
-    @property
-    def namespace_terminating(self) -> bool:
-        """A create refused because its namespace is being deleted: expected while a namespace
-        goes (its Databases go with it), neither the object's fault nor the operator's."""
-        return self.status == 403 and NAMESPACE_TERMINATING in self.message
-
-    @property
-    def refused(self) -> bool:
-        """The server refused the content of a write (422 invalid, 400 malformed, 403 denied by
-        admission): reported on the Database, tried again at the next resync."""
-        return self.status in INVALID or (
-            self.status == 403 and not self.forbidden and not self.namespace_terminating
-        )
-
-    @property
-    def retryable(self) -> bool:
-        """Worth trying again soon: a conflict, throttling, a server error, or a permission an
-        administrator may grant (RBAC applied after the operator)."""
-        return self.status in RETRYABLE or self.forbidden
-
-    @property
-    def stale(self) -> bool:
-        """Refused because the object changed since it was read (a conflict): read it afresh
-        and go again."""
-        return self.status == 409
-
-
-class UnreachableError(ApiError):
-    """No answer: the API server could not be reached (connection refused or reset, a timeout).
-    An ApiError, so that whoever handles a failed call handles this one too; there is no HTTP
-    status (``status`` is 0, the code the api_errors metric counts it under)."""
-
-    @property
-    def retryable(self) -> bool:
-        return True
-
-
-class StaleReadError(ApiError):
-    """A guarded write refused because what it was built from changed since it was read: a
-    JSON patch whose ``test`` failed (the server's 422, no refusal of what we sent). Read
-    afresh and go again."""
-
-    @property
-    def refused(self) -> bool:
-        return False
-
-    @property
-    def retryable(self) -> bool:
-        return True
-
-    @property
-    def stale(self) -> bool:
-        return True
-
 
 def object_at(path: str) -> tuple[str, str, str] | None:
     """(kind, namespace, name) of a namespaced object's API path (a subresource's too)."""
@@ -170,60 +71,6 @@ def object_at(path: str) -> tuple[str, str, str] | None:
             if len(parts) >= 3 and parts[1] == plural:
                 return kind, parts[0], parts[2]
     return None
-
-
-class NotLeadingError(Exception):
-    """A write refused before it was sent: this replica does not surely hold the Lease. No API
-    call failed; whoever leads does the work."""
-
-    def __init__(self, verb: str, path: str) -> None:
-        super().__init__(f"{verb} {path}: not sent: this replica does not lead")
-        self.verb = verb
-        self.path = path
-
-
-def api_error(error: Exception, verb: str, path: str) -> ApiError:
-    if isinstance(error, ApiException):
-        message = str(error.reason)
-        with contextlib.suppress(ValueError, AttributeError):
-            message = json.loads(error.body or "{}").get("message", message)
-        return ApiError(int(error.status or 0), str(error.reason), message, verb, path)
-    return UnreachableError(0, type(error).__name__, str(error), verb, path)
-
-
-#: What a metadata-only listing or watch keeps of each object's metadata.
-IDENTITY = ("name", "namespace", "uid", "resourceVersion", "ownerReferences", "annotations")
-
-
-def identity(meta: Manifest) -> Manifest:
-    """Who an object is and who owns it: the part of its metadata ``IDENTITY`` names."""
-    return {key: meta[key] for key in IDENTITY if key in meta}
-
-
-def in_own_thread(work: Callable[[], T], name: str) -> asyncio.Future[T]:
-    """``work`` in a daemon thread of its own (one that may block for minutes, and must not
-    hold up the process's exit); its result or exception, in the event loop."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(result: T | None, error: Exception | None) -> None:
-        if future.done():  # cancelled meanwhile
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(cast(T, result))
-
-    def run() -> None:
-        try:
-            result, error = work(), None
-        except Exception as failure:
-            result, error = None, failure
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
 
 
 def new_api_client(connections: int = 16) -> client.ApiClient:
@@ -401,7 +248,7 @@ class Kube:
         try:
             return await self._acall("GET", self.path(kind, namespace, name), expected=(404,))
         except ApiError as error:
-            if error.status == 404:
+            if error.not_found:
                 return None
             raise
 
@@ -492,34 +339,10 @@ class Kube:
         version = ""
         async for page in self._pages(kind, namespace, selector, limit, accept, fields=fields):
             for item in page.get("items") or []:
-                items.append({"kind": kind, "metadata": identity(item.get("metadata") or {})})
+                meta = watching.identity(item.get("metadata") or {})
+                items.append({"kind": kind, "metadata": meta})
             version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
         return items, version
-
-    def _open_watch(
-        self,
-        path: str,
-        query: list[tuple[str, str]],
-        accept: str,
-        timeout: float | tuple[float, float],
-    ) -> HTTPResponse:
-        """A watch request's streaming response (urllib3's, unread), in the calling thread."""
-        try:
-            return cast(
-                HTTPResponse,
-                self.api.call_api(
-                    path,
-                    "GET",
-                    query_params=query,
-                    header_params={"Accept": accept},
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _return_http_data_only=True,
-                    _request_timeout=timeout,
-                ),
-            )
-        except (ApiException, HTTPError, OSError) as raw:
-            raise api_error(raw, "WATCH", path) from raw
 
     async def next_change(
         self, kind: str, namespace: str, name: str, resource_version: str, timeout: float
@@ -527,22 +350,9 @@ class Kube:
         """Wait (at most ``timeout`` seconds) until the object changes after
         ``resource_version``: a watch of that one object, ended by its first event."""
         path = self.path(kind, namespace)
-        query = [
-            ("watch", "true"),
-            ("fieldSelector", f"metadata.name={name}"),
-            ("resourceVersion", resource_version),
-            ("timeoutSeconds", str(max(1, int(timeout)))),
-        ]
-
-        def first_event() -> bool:
-            response = self._open_watch(path, query, "application/json", timeout + 5)
-            changed = bool(response.read(1))  # the first byte of the first event, or the end
-            if changed:  # the rest of the stream is unread: this connection cannot be reused
-                response.close()
-            response.release_conn()
-            return changed
-
-        return await asyncio.get_running_loop().run_in_executor(self._threads, first_event)
+        return await watching.next_change(
+            self.api, path, name, resource_version, timeout, threads=self._threads
+        )
 
     async def watch(
         self,
@@ -554,66 +364,22 @@ class Kube:
         deliver: Callable[[str, Manifest], None],
         metadata_only: bool = False,
         fields: str = "",
-        timeout_s: int = WATCH_TIMEOUT_S,
+        timeout_s: int = watching.WATCH_TIMEOUT_S,
     ) -> str:
-        """Follow a watch of ``kind`` from ``resource_version`` until the server ends it, after
-        ``timeout_s``. ``deliver`` hears each event's type and object (without managedFields;
-        ``metadata_only``: its identity only, as ``list_metadata`` gives it), in the event loop;
-        ``fields``: a field selector besides the label selector.
-        Returns the version to go on from; a version too old to resume from raises ApiError
-        410 (list afresh).
-
-        The stream is read in a thread of its own (it lasts minutes: a pool thread would be
-        taken from the requests), closed if the caller is cancelled."""
-        path = self.path(kind, namespace)
-        query = [
-            ("watch", "true"),
-            ("resourceVersion", resource_version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(timeout_s)),
-            ("labelSelector", selector),
-        ] + ([("fieldSelector", fields)] if fields else [])
-        accept = METADATA_WATCH if metadata_only else "application/json"
-        loop = asyncio.get_running_loop()
-        opened: list[HTTPResponse] = []
-
-        def object_of(obj: Manifest) -> Manifest:
-            meta = obj.get("metadata") or {}
-            if metadata_only:
-                return {"kind": kind, "metadata": identity(meta)}
-            meta.pop("managedFields", None)
-            return {**obj, "kind": kind}
-
-        def follow() -> str:
-            version = resource_version
-            response = self._open_watch(path, query, accept, (30, timeout_s + 30))
-            opened.append(response)
-            try:
-                for line in iter_resp_lines(response):
-                    if not line:
-                        continue
-                    event = json.loads(line)
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":  # a Status: 410 Gone, mostly
-                        status = int(obj.get("code") or 500)
-                        reason, message = str(obj.get("reason")), str(obj.get("message"))
-                        raise ApiError(status, reason, message, "WATCH", path)
-                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    if event.get("type") != "BOOKMARK":
-                        loop.call_soon_threadsafe(deliver, str(event.get("type")), object_of(obj))
-            except (HTTPError, OSError, ValueError) as raw:
-                raise api_error(raw, "WATCH", path) from raw
-            finally:  # closed, not pooled: what is left unread would reach the next call
-                response.close()
-                response.release_conn()
-            return version
-
-        try:
-            return await in_own_thread(follow, f"watch-{kind}")
-        except asyncio.CancelledError:
-            for response in opened:
-                response.shutdown()  # the thread's read ends at once (urllib3 2.3+)
-            raise
+        """Follow a watch of ``kind`` (in ``namespace``, else everywhere) from
+        ``resource_version`` until the server ends it: ``watching.watch``. Returns the version
+        to go on from; one too old to resume from raises ApiError (``expired``: list afresh)."""
+        return await watching.watch(
+            self.api,
+            kind,
+            self.path(kind, namespace),
+            selector,
+            resource_version,
+            deliver=deliver,
+            metadata_only=metadata_only,
+            fields=fields,
+            timeout_s=timeout_s,
+        )
 
     async def serves(self, group_version: str, resources: tuple[str, ...] = ()) -> bool:
         """Whether the API server serves ``group/version`` yet, with each of ``resources`` (a new
@@ -621,7 +387,7 @@ class Kube:
         try:
             found = await self._acall("GET", f"/apis/{group_version}", expected=(404,))
         except ApiError as error:
-            if error.status == 404:
+            if error.not_found:
                 return False
             raise
         served = {resource.get("name") for resource in found.get("resources") or []}
@@ -654,7 +420,7 @@ class Kube:
                 expected=(409,) if exist_ok else (),
             )
         except ApiError as error:
-            if exist_ok and error.status == 409:
+            if exist_ok and error.stale:  # 409: it stands there already
                 return None
             raise
 
@@ -700,13 +466,10 @@ class Kube:
                 expected=(404,) if missing_ok else (),
             )
         except ApiError as error:
-            if missing_ok and error.status == 404:
+            if missing_ok and error.not_found:
                 return {}
-            if error.status == 422 and TEST_FAILED in error.message:
-                # A guarded patch whose test failed: the object changed since it was read.
-                raise StaleReadError(
-                    error.status, error.reason, error.message, error.verb, error.path
-                ) from error
+            if (stale := stale_read(error)) is not None:
+                raise stale from error
             raise
 
     async def patch_status(
@@ -735,9 +498,9 @@ class Kube:
                 "DELETE", self.path(kind, namespace, name), body=body, expected=(404, 409)
             )
         except ApiError as error:
-            if error.status == 409 and await self._replaced(kind, namespace, name, uid):
+            if error.stale and await self._replaced(kind, namespace, name, uid):
                 return False  # the uid precondition failed: a namesake stands there now
-            if error.status == 404:
+            if error.not_found:
                 return False
             raise
         return True
