@@ -59,17 +59,16 @@ async def take_turn(
     work: Callable[[], Awaitable[R | None]],
     *,
     forgive: Callable[[ApiError], Awaitable[str | None]],
-    retried: tuple[type[Exception], ...] = (Exception,),
 ) -> Turn[R]:
     """Do ``work`` for ``key``, taken from ``queue`` for ``trigger`` (None: it finalized its
-    object). A failure of the ``retried`` kinds is retried, unless ``forgive`` says why it is
-    none (a word for the log and the trace: None, it is one); any other is raised."""
+    object). A failure is retried, unless ``forgive`` says why an API failure is none (a word
+    for the log and the trace: None, it is one); a bug too, so that it never ends a worker."""
     try:
         done = await work()
     except NotLeadingError:
         queue.add(key, trigger)  # for whoever leads next: maybe us again
         return Turn("not leading")
-    except retried as error:
+    except Exception as error:  # retried and logged by the loop: never the end of a worker
         if isinstance(error, ApiError) and (why := await forgive(error)) is not None:
             return Turn(why)
         delay, failures = queue.backoff(key)

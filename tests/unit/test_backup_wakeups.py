@@ -269,3 +269,33 @@ async def test_a_backups_own_status_writes_wake_its_database() -> None:
     # ... and its echo, when it comes, queues nothing more.
     backups.observe("MODIFIED", stored(kube, "DatabaseBackup", BACKUP[1]) or {})
     assert len(controller.queue) == 0
+
+
+@synchronously
+async def test_a_bug_in_a_backups_turn_is_retried_and_never_ends_its_worker() -> None:
+    """Before, only API failures were retried: anything else escaped process() and ended the
+    worker that met it (two workers: two such bugs and no backup was looked at again)."""
+    kube = FakeKube()
+    ready_database(kube)
+    new_backup(kube)
+    _, backups = controller_of(kube)
+    backups.observe("ADDED", stored(kube, "DatabaseBackup", BACKUP[1]) or {})
+    work = backups._work
+    calls = []
+
+    async def buggy(key: Key, body: Manifest) -> Any:
+        calls.append(key)
+        if len(calls) == 1:
+            raise RuntimeError("a bug")
+        return await work(key, body)
+
+    backups._work = buggy  # type: ignore[method-assign]
+    item = await backups.queue.get()
+    assert item is not None
+    await backups.process(*item)  # no exception: logged, and the key scheduled again
+    backups.queue.done(item[0])
+    assert backups.queue.failures(BACKUP) == 1  # its retry is scheduled
+    await backups.process(BACKUP, "retry")  # the retry, when its delay is over
+    assert calls == [BACKUP, BACKUP]
+    assert phase(kube) == "Running"
+    assert backups.queue.failures(BACKUP) == 0

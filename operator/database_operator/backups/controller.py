@@ -268,7 +268,6 @@ class BackupController:
             trigger,
             lambda: self._work(key, body),
             forgive=_deleted_meanwhile,
-            retried=(ApiError,),
         )
         if turn.failed is not None:
             self._failed(key, trigger, turn.failed)
@@ -298,7 +297,8 @@ class BackupController:
         return await self.backups.reconcile(body, db, self.index.running(database, key[1]))
 
     def _failed(self, key: Key, trigger: str, failed: Failed) -> None:
-        """Log a failure (its retry is scheduled)."""
+        """Log a failure (its retry is scheduled); one that is no API failure is a bug: its
+        traceback goes with it (before, it ended the worker that met it)."""
         error = failed.error
         # A namespace being deleted refuses creates: expected, not an error.
         terminating = isinstance(error, ApiError) and error.namespace_terminating
@@ -311,6 +311,7 @@ class BackupController:
             error=str(error),
             failures=failed.failures,
             retry_in_s=round(failed.delay, 2),
+            exc_info=False if isinstance(error, ApiError) else error,
         )
 
     def _keep(self, body: Manifest) -> None:
