@@ -62,6 +62,12 @@ class Settings(BaseSettings):
         description="Namespaces to watch (globs allowed; the flag once for each); empty watches "
         "all.",
     )
+    operator_namespace: str | None = Field(
+        default=None,
+        description="The operator's own namespace, which a Database's NetworkPolicy "
+        "(spec.networkPolicy) lets reach the engines of its instances (spec.failover); empty: "
+        "POD_NAMESPACE, or none outside a cluster.",
+    )
     log_level: LogLevel = Field(default=LogLevel.INFO, description="DEBUG, INFO, WARNING or ERROR.")
     log_format: LogFormat = Field(
         default=LogFormat.JSON, description="json (one object per line) or console (for people)."
@@ -235,6 +241,13 @@ class Settings(BaseSettings):
     def _lease_in_own_namespace(cls, data: object) -> object:
         if isinstance(data, dict) and not data.get("lease_namespace"):
             return {**data, "lease_namespace": os.environ.get("POD_NAMESPACE") or None}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_namespace(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.get("operator_namespace"):
+            return {**data, "operator_namespace": os.environ.get("POD_NAMESPACE") or None}
         return data
 
     @field_validator("shard", mode="before")

@@ -92,7 +92,14 @@ SCHEDULED = frozenset(
 )
 #: The children the watches deliver whole (by our label): read from the cache, not the server.
 #: Jobs take and restore backups; the Secrets are the ones the operator generated.
-WATCHED_CHILDREN = ("Deployment", "Service", "PersistentVolumeClaim", "Job", "Secret")
+WATCHED_CHILDREN = (
+    "Deployment",
+    "Service",
+    "PersistentVolumeClaim",
+    "Job",
+    "Secret",
+    "NetworkPolicy",
+)
 
 
 def failure_reason(status: DatabaseStatus) -> str | None:
@@ -594,6 +601,7 @@ class Controller:
                 confirmed=confirmed,
                 backups=self.backups.view(key),
                 jobs=JobOptions.of(self.settings),
+                operator_namespace=self.settings.operator_namespace,
                 memory=self.instances.setdefault(key, Memory()),
             )
         if result.failed_over is not None:

@@ -43,7 +43,7 @@ FAILOVER_DURATION_BUCKETS = (1.0, 2.5, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 1
 BACKUP_DURATION_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0)
 #: 1 MiB to 1 TiB, by 4s.
 BACKUP_SIZE_BUCKETS = tuple(float(2**20 * 4**power) for power in range(11))
-CHILD_KINDS = ("Secret", "Deployment", "Service", "PersistentVolumeClaim")
+CHILD_KINDS = ("Secret", "Deployment", "Service", "PersistentVolumeClaim", "NetworkPolicy")
 DROP_REASONS = ("queue_full", "export_failed")
 #: The reason counted for a reconcile that failed on an API call (retried), and for one that
 #: failed on anything else (a bug: the log has its traceback).

@@ -83,6 +83,13 @@ NAMESPACED_RULES: list[Rule] = [
     # spec.failover: the ConfigMap <name>-instances names the target primary; the instances
     # read it as they start. Made once, patched at a failover.
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]},
+    # spec.networkPolicy: the NetworkPolicy <name>, watched like the other children, deleted
+    # when the spec turns it off.
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["networkpolicies"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
     # Read only: upgraded from a release that elected its active replica with Kopf's peering,
     # a new replica waits until the old ones have left the peering object (leader.py).
     {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": ["get"]},

@@ -117,6 +117,15 @@ def test_leader_election_needs_the_leases_namespace(
     assert Settings(leader_election=True).lease_namespace == "ops"
 
 
+def test_the_operators_namespace_is_its_pods_unless_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a Database's NetworkPolicy admits with spec.failover."""
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    assert Settings().operator_namespace is None
+    monkeypatch.setenv("POD_NAMESPACE", "database-operator-system")
+    assert Settings().operator_namespace == "database-operator-system"
+    assert Settings(operator_namespace="ops").operator_namespace == "ops"
+
+
 def test_bad_flag_stops_start_up_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--resync-interval", "-5"]) == 2
     assert "--resync-interval" in capsys.readouterr().err

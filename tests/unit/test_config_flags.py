@@ -23,6 +23,7 @@ END = "<!-- end of generated -->\n"
 #: contract the generated flags must keep.
 FLAGS = {
     "namespaces": ["-n", "--namespace", "-A", "--all-namespaces"],
+    "operator_namespace": ["--operator-namespace"],
     "log_level": ["--log-level"],
     "log_format": ["--log-format"],
     "metrics_port": ["--metrics-port"],
@@ -82,7 +83,7 @@ def test_every_variable_of_today_is_read(monkeypatch: pytest.MonkeyPatch) -> Non
 
 #: A value for every setting, none of them its default, as flags.
 EVERY_FLAG = [
-    *("-n", "a", "--namespace=b"),
+    *("-n", "a", "--namespace=b", "--operator-namespace=operators"),
     *("--log-level=debug", "--log-format=console", "--metrics-port=9090", "--health-port=9091"),
     *("--resync-interval=30", "--retry-max-delay=20", "--workers=4", "--shard=east"),
     *("--leader-election", "--lease-name=ha", "--lease-namespace=ops", "--lease-duration=30"),
@@ -96,6 +97,7 @@ EVERY_FLAG = [
 ]
 EXPECTED: dict[str, Any] = {
     "namespaces": ["a", "b"],
+    "operator_namespace": "operators",
     "log_level": "DEBUG",
     "log_format": "console",
     "metrics_port": 9090,

@@ -235,7 +235,8 @@ def test_surplus_names_the_instances_scaled_away() -> None:
     # And the read replicas' Deployment of the layout before instances (a Database moved to
     # them); the primary's is the name holder's name.
     former = [("Deployment", "shop-replicas")]
-    assert desired.surplus(db) == former + [("Deployment", f"shop-{n}") for n in range(3, 11)]
+    scaled_away = [("Deployment", f"shop-{n}") for n in range(3, 11)]
+    assert desired.surplus(db) == [*former, *scaled_away, ("NetworkPolicy", "shop")]
 
 
 def test_surplus_never_names_the_target_primary() -> None:
@@ -244,7 +245,7 @@ def test_surplus_never_names_the_target_primary() -> None:
     surplus = desired.surplus(db)
 
     assert ("Deployment", "shop-3") not in surplus
-    assert surplus[1:] == [("Deployment", f"shop-{n}") for n in range(4, 11)]
+    assert surplus[1:-1] == [("Deployment", f"shop-{n}") for n in range(4, 11)]
 
 
 def test_surplus_with_one_instance_names_the_read_service_and_the_others() -> None:

@@ -42,7 +42,7 @@ def test_replicas_above_one_are_a_primary_and_read_replicas(engine: str) -> None
     primary, _, replicas, _ = children
     assert (primary["spec"]["replicas"], replicas["spec"]["replicas"]) == (1, 2)
     assert [role_of(c) for c in children] == ["primary", "primary", "replica", "replica"]
-    assert desired.surplus(db) == []
+    assert desired.surplus(db) == [("NetworkPolicy", "shop")]  # spec.networkPolicy is off
 
 
 def test_one_replica_or_none_has_no_read_replicas_and_asks_for_their_removal() -> None:
@@ -52,6 +52,7 @@ def test_one_replica_or_none_has_no_read_replicas_and_asks_for_their_removal() -
         assert desired.surplus(db) == [
             ("Deployment", "shop-replicas"),
             ("Service", "shop-replicas"),
+            ("NetworkPolicy", "shop"),
         ]
 
 

@@ -6,7 +6,7 @@ them. Field names and meanings are Kubernetes' own; only what a pod spec takes i
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -215,3 +215,48 @@ class TopologySpreadConstraint(_Core):
     match_label_keys: list[str] | None = Field(
         default=None, description="Pod label keys that split the pods counted."
     )
+
+
+class IPBlock(_Core):
+    """A range of addresses (networking/v1 IPBlock)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    cidr: str = Field(
+        min_length=1, max_length=64, description="The range, e.g. 10.0.0.0/16 or 2001:db8::/64."
+    )
+    except_: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        default=None, alias="except", max_length=32, description="Ranges inside it left out."
+    )
+
+
+class NetworkPolicyPeer(_Core):
+    """Who may connect (networking/v1 NetworkPolicyPeer): pods by their labels (in the
+    Database's namespace, or in the namespaces namespaceSelector picks), or addresses."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.podSelector) || has(self.namespaceSelector) || "
+                    "has(self.ipBlock)",
+                    "message": "a peer needs podSelector, namespaceSelector or ipBlock",
+                },
+                {
+                    "rule": "!has(self.ipBlock) || "
+                    "!(has(self.podSelector) || has(self.namespaceSelector))",
+                    "message": "a peer with ipBlock takes no podSelector or namespaceSelector",
+                },
+            ]
+        }
+    )
+
+    pod_selector: LabelSelector | None = Field(
+        default=None, description="The pods ({} : every pod of the namespaces meant)."
+    )
+    namespace_selector: LabelSelector | None = Field(
+        default=None,
+        description="The namespaces of those pods ({}: every namespace); absent: the "
+        "Database's own.",
+    )
+    ip_block: IPBlock | None = Field(default=None, description="Addresses instead of pods.")

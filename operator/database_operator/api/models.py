@@ -25,7 +25,12 @@ from database_operator.api.common import (
     _Model,
     cel,
 )
-from database_operator.api.core import Affinity, Toleration, TopologySpreadConstraint
+from database_operator.api.core import (
+    Affinity,
+    NetworkPolicyPeer,
+    Toleration,
+    TopologySpreadConstraint,
+)
 from database_operator.engines import ENGINES, Engine
 
 __all__ = [
@@ -259,6 +264,41 @@ class Failover(_Model):
     )
 
 
+#: The namespace whose Prometheus may scrape a Database's exporter when its NetworkPolicy names
+#: no metricsFrom (the label every namespace carries since Kubernetes 1.22).
+MONITORING_NAMESPACE = "monitoring"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+class NetworkPolicy(_Model):
+    """A NetworkPolicy ``<name>`` the operator keeps for the Database's pods: only what a
+    Database needs may reach them (docs/operations.md, "Network policy for the database pods").
+    It restricts what comes in, never what goes out; enforced only by a network plugin that
+    implements NetworkPolicy."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Keep the NetworkPolicy: the engine's port open to clientsFrom, to the "
+        "Database's own pods (replication, backup and restore Jobs) and, with spec.failover, "
+        "to the operator's namespace (it asks each engine its role); the exporter's port "
+        "(spec.monitoring) to metricsFrom; nothing else. Off: the operator deletes the one it "
+        "made. No pod restarts either way.",
+    )
+    clients_from: list[NetworkPolicyPeer] | None = Field(
+        default=None,
+        max_length=32,
+        description="Who may connect to the engine's port, as NetworkPolicy peers. Absent: "
+        "every pod of the Database's namespace; [] : none but the Database's own pods and the "
+        "operator.",
+    )
+    metrics_from: list[NetworkPolicyPeer] | None = Field(
+        default=None,
+        max_length=32,
+        description="Who may scrape the exporter's port (spec.monitoring). Absent: the pods of "
+        f"the namespace named `{MONITORING_NAMESPACE}`.",
+    )
+
+
 class CredentialsSecretRef(_Model):
     """A Secret in the Database's namespace that holds the engine's credentials."""
 
@@ -489,6 +529,11 @@ class DatabaseSpec(_Model):
         default=None,
         description="High availability: instances with their own storage, and a replica "
         "promoted when the primary is lost. Set at creation.",
+    )
+    network_policy: NetworkPolicy | None = Field(
+        default=None,
+        description="Opt-in: a NetworkPolicy that lets only clients, replication, backups, the "
+        "operator and Prometheus reach the database pods.",
     )
     backup: BackupPolicy | None = Field(
         default=None,

@@ -63,6 +63,8 @@ from database_operator.desired.credentials import (
     secret,
 )
 from database_operator.desired.network import read_service, service
+from database_operator.desired.policy import enabled as network_policy_enabled
+from database_operator.desired.policy import network_policy
 from database_operator.desired.storage import pvc, pvcs
 from database_operator.desired.workload import (
     deployment,
@@ -74,7 +76,10 @@ from database_operator.desired.workload import (
 from database_operator.manifest import Manifest
 
 
-def _built(db: Database, credentials_checksum: str | None = None) -> list[Manifest]:
+def _built(
+    db: Database, credentials_checksum: str | None = None, operator_namespace: str | None = None
+) -> list[Manifest]:
+    policy = [found] if (found := network_policy(db, operator_namespace)) else []
     if has_instances(db):
         return [
             *instance_deployments(db, credentials_checksum),
@@ -82,11 +87,13 @@ def _built(db: Database, credentials_checksum: str | None = None) -> list[Manife
             service(db),
             *filter(None, [read_service(db)]),
             *pvcs(db),
+            *policy,
         ]
     optional = [
         replicas_deployment(db, credentials_checksum),
         read_service(db),
         pvc(db),
+        *policy,
     ]
     return [
         child
@@ -95,9 +102,12 @@ def _built(db: Database, credentials_checksum: str | None = None) -> list[Manife
     ]
 
 
-def children(db: Database, credentials_checksum: str | None = None) -> list[Manifest]:
-    """The children every reconcile applies, in the order they are written."""
-    return [stamped(child) for child in _built(db, credentials_checksum)]
+def children(
+    db: Database, credentials_checksum: str | None = None, operator_namespace: str | None = None
+) -> list[Manifest]:
+    """The children every reconcile applies, in the order they are written
+    (``operator_namespace``: the operator's own, which the NetworkPolicy admits)."""
+    return [stamped(child) for child in _built(db, credentials_checksum, operator_namespace)]
 
 
 def child_keys(db: Database) -> list[tuple[str, str]]:
@@ -111,19 +121,24 @@ def surplus(db: Database) -> list[tuple[str, str]]:
     Deployments of the instances scaled away (their claims are kept) — but never the target
     primary's, whose data would be lost to writes — and the read replicas', for a Database
     moved to instances (its primary's gives way to the name holder)."""
+    policy = [] if network_policy_enabled(db) else [("NetworkPolicy", db.name)]
     unwanted = [] if read_replica_count(db) else [("Service", replicas_name(db))]
     if not has_instances(db):
         if not read_replica_count(db):
             unwanted.insert(0, ("Deployment", replicas_name(db)))
-        return unwanted
+        return unwanted + policy
     # A Database moved to instances: the read replicas' Deployment goes (the primary's is
     # replaced by the name holder, its selector being another).
     unwanted.append(("Deployment", replicas_name(db)))
-    return unwanted + [
-        ("Deployment", instance_name(db, number))
-        for number in range(instance_count(db) + 1, MAX_REPLICAS + 1)
-        if instance_name(db, number) != db.status.target_primary
-    ]
+    return (
+        unwanted
+        + [
+            ("Deployment", instance_name(db, number))
+            for number in range(instance_count(db) + 1, MAX_REPLICAS + 1)
+            if instance_name(db, number) != db.status.target_primary
+        ]
+        + policy
+    )
 
 
 __all__ = [

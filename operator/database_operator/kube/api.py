@@ -43,6 +43,8 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "Pod": ("/api/v1", "pods"),
     # spec.failover: the ConfigMap that names an instance's target primary.
     "ConfigMap": ("/api/v1", "configmaps"),
+    # spec.networkPolicy: what may reach the Database's pods.
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
     # What the webhooks read (a namespace's quota) and write (their own registration).
     "Namespace": ("/api/v1", "namespaces"),
     "ValidatingWebhookConfiguration": (

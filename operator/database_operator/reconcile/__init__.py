@@ -49,6 +49,7 @@ async def reconcile(
     backups: Backups | None = None,
     jobs: JobOptions | None = None,
     memory: Memory | None = None,
+    operator_namespace: str | None = None,
 ) -> Result:
     """Bring one Database's children to the desired state and write its status when it changed.
 
@@ -56,7 +57,9 @@ async def reconcile(
     Database deleted meanwhile); else it is re-read before anything is created. ``backups``:
     its DatabaseBackups as the watch has them, for its restore, its schedule and what its
     status says of them (None: not looked at); ``jobs``: what the settings say of the Jobs
-    (a restore's); ``memory``: what was seen of its instances (spec.failover) at the last look.
+    (a restore's); ``memory``: what was seen of its instances (spec.failover) at the last look;
+    ``operator_namespace``: the operator's own, which its NetworkPolicy (spec.networkPolicy)
+    admits.
     Raises ApiError for API failures (the caller decides whether to retry).
     """
     at = now()
@@ -92,7 +95,10 @@ async def reconcile(
             )
             checksum = desired.credentials_checksum(db, credentials)
             wanted = carry_over(
-                [*desired.children(db, checksum), desired.connection_secret(db, credentials)],
+                [
+                    *desired.children(db, checksum, operator_namespace),
+                    desired.connection_secret(db, credentials),
+                ],
                 children,
                 db,
                 checksum,
