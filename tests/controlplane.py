@@ -96,6 +96,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """SIGTERM a server a test started, then SIGKILL it if it is still there after ``grace_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Make the kernel kill this child when the process that started it dies."""
     pr_set_pdeathsig = 1

@@ -33,7 +33,7 @@ from database_operator import desired, replication
 from database_operator.api.models import Database
 from database_operator.engines import Engine, facts
 from tests.cluster import wait_for
-from tests.controlplane import free_port
+from tests.controlplane import free_port, stop_process
 
 #: How long one client command (a query, pg_ctl) may take: a test's large write takes a while.
 COMMAND_TIMEOUT_S = 300
@@ -75,12 +75,7 @@ def running(argv: list[str], env: dict[str, str], log: Path, user: str | None) -
         try:
             yield
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, grace_s=20)
 
 
 def run_as(user: str = "postgres") -> str | None:

@@ -55,7 +55,7 @@ from database_operator.desired.workload import pod_template
 from database_operator.engines import MONITORING_DIR, Engine
 from database_operator.manifest import Manifest
 from tests.cluster import wait_for
-from tests.controlplane import free_port
+from tests.controlplane import free_port, stop_process
 from tests.engines import (
     PostgresPrimary,
     container_env,
@@ -189,12 +189,7 @@ def exporter(
         assert proc.poll() is None, f"{binary} exited: {log.read_text(errors='replace')}"
         yield running_exporter
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def listener(host: str = "127.0.0.1") -> tuple[int, list[bytes], threading.Thread]:

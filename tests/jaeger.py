@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from tests.controlplane import ROOT, free_port
+from tests.controlplane import ROOT, free_port, stop_process
 
 BINARY = ROOT / "bin" / "jaeger"
 STARTUP_S = 30.0
@@ -107,12 +107,7 @@ class Jaeger:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc)
 
     def log_text(self) -> str:
         return (self.workdir / "jaeger.log").read_text(errors="replace")

@@ -27,7 +27,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster import wait_for
-from tests.controlplane import free_port
+from tests.controlplane import free_port, stop_process
 
 
 def required_tool(name: str) -> str:
@@ -96,12 +96,7 @@ def prometheus_server(
         assert proc.poll() is None, f"Prometheus exited: {log.read_text(errors='replace')}"
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def query(prometheus: str, promql: str) -> list[dict[str, Any]]:

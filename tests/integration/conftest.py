@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -118,20 +119,34 @@ def start_operator(
 RESYNC_S = 1.0
 
 
-@pytest.fixture
-def operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    """An operator watching only this test's namespace (so tests cannot disturb each other)."""
+@contextlib.contextmanager
+def operator_of(
+    cluster: Cluster, namespace: str, log_path: Path, env: Mapping[str, str] | None = None
+) -> Iterator[OperatorProcess]:
+    """An operator watching only ``namespace`` (so tests cannot disturb each other), resyncing
+    often, with ``env`` added; stopped cleanly at the end."""
     running = start_operator(
         cluster,
-        tmp_path / "operator.log",
+        log_path,
         f"--namespace={namespace}",
         f"--resync-interval={RESYNC_S}",
         "--health-port=0",
         "--metrics-port=0",
         "--log-level=DEBUG",
+        env=env,
     )
-    yield running
-    assert running.stop() == 0, running.log_text()[-3000:]
+    try:
+        yield running
+    finally:
+        stopped = running.stop()
+    assert stopped == 0, running.log_text()[-3000:]
+
+
+@pytest.fixture
+def operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """An operator watching only this test's namespace."""
+    with operator_of(cluster, namespace, tmp_path / "operator.log") as running:
+        yield running
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from tests.cluster import Cluster, condition, wait_for
-from tests.integration.conftest import RESYNC_S, OperatorProcess, start_operator
+from tests.integration.conftest import OperatorProcess, operator_of
 from tests.integration.refusals import rejection
 from tests.integration.waiting import observed, wait_for_status
 
@@ -37,17 +37,9 @@ def operator_in_namespace(
     cluster: Cluster, namespace: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
     """An operator that knows its own namespace, as one in a pod does (POD_NAMESPACE)."""
-    running = start_operator(
-        cluster,
-        tmp_path / "operator.log",
-        f"--namespace={namespace}",
-        f"--resync-interval={RESYNC_S}",
-        "--health-port=0",
-        "--metrics-port=0",
-        env={"POD_NAMESPACE": OPERATOR_NAMESPACE},
-    )
-    yield running
-    assert running.stop() == 0, running.log_text()[-3000:]
+    env = {"POD_NAMESPACE": OPERATOR_NAMESPACE}
+    with operator_of(cluster, namespace, tmp_path / "operator.log", env) as running:
+        yield running
 
 
 def networking(cluster: Cluster) -> client.NetworkingV1Api:
