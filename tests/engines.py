@@ -22,6 +22,7 @@ import contextlib
 import glob
 import os
 import pwd
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
@@ -110,8 +111,9 @@ def postgres_bin() -> Path:
 
 def initdb(data: Path, env: Mapping[str, str], folder: Path, user: str | None) -> None:
     """The official image's initdb step: the data directory, POSTGRES_USER as the superuser
-    with POSTGRES_PASSWORD (the password file in ``folder``), and its "host all all all
-    scram-sha-256" line."""
+    with POSTGRES_PASSWORD (the password file in ``folder``), POSTGRES_INITDB_ARGS (without
+    them, initdb's defaults: every role trusted on the socket and from loopback), and its "host
+    all all all scram-sha-256" line."""
     pwfile = folder / "pw"
     pwfile.write_text(env["POSTGRES_PASSWORD"] + "\n")
     if user:
@@ -120,7 +122,7 @@ def initdb(data: Path, env: Mapping[str, str], folder: Path, user: str | None) -
         [
             str(postgres_bin() / "initdb"),
             *("-D", str(data), "--username", env["POSTGRES_USER"], "--pwfile", str(pwfile)),
-            *("--auth-local=trust", "--auth-host=scram-sha-256"),
+            *shlex.split(env.get("POSTGRES_INITDB_ARGS", "")),
         ],
         check=True,
         capture_output=True,

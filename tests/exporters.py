@@ -161,18 +161,20 @@ def exporter(
     log: Path,
     *,
     monitoring_dir: Path | None = None,
+    env_changes: Mapping[str, str] | None = None,
 ) -> Iterator[Exporter]:
     """Debian's exporter of ``engine`` with the pod's flags (listening on a free port) and env
     (reading the Secret ``secret_name`` of ``secrets``, scraping 127.0.0.1:``engine_port``),
     serving /metrics when it is yielded. Its env is only what the pod's container sets, as in
     the image (no PATH: the exporters run no other program). ``monitoring_dir``: the pod's
     in-memory volume of an exporter with its own user (the paths of its flags moved there, as
-    the mount does)."""
+    the mount does); ``env_changes``: what a test changes of the pod's env."""
     binary = shutil.which(BINARIES[engine])
     if binary is None:
         pytest.fail(f"{BINARIES[engine]} is not on PATH: run hack/install-engines.sh")
     port = free_port()
     env = kubelet_env(exporter_env(engine, secret_name, engine_port=engine_port), secrets)
+    env |= env_changes or {}
     args = [kubelet_expand(arg, env) for arg in exporter_args(engine, listen_port=port)]
     if monitoring_dir is not None:
         args = [arg.replace(MONITORING_DIR, str(monitoring_dir)) for arg in args]
@@ -466,6 +468,8 @@ def fleet(folder: Path) -> Iterator[Fleet]:
             env = container_env(db, secrets[desired.credentials_secret_name(db)])
             where = owned(folder / engine.value, run_as())
             if engine is Engine.POSTGRES:
+                # The role its exporter logs in as, which the primary's set-up makes.
+                env |= {var["name"]: var["value"] for var in desired.monitoring.engine_env(db)}
                 servers[engine, PRIMARY], servers[engine, REPLICA] = stack.enter_context(
                     streaming_postgres(env, where, orders_table)
                 )

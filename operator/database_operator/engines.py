@@ -46,8 +46,19 @@ class ExporterFacts:
     #: (desired/monitoring.py: an init container writes it into MONITORING_DIR; the engine
     #: creates the user from it), instead of reading the credentials Secret.
     own_user: bool = False
+    #: Plain env the engine's container gets while the exporter runs (PostgreSQL: the role the
+    #: exporter logs in as, which the engine's set-up creates).
+    engine_env: dict[str, str] = field(default_factory=dict)
 
 
+#: The PostgreSQL role the read replicas and standbys stream as (replication.py).
+POSTGRES_REPLICATION_USER = "replicator"
+#: The PostgreSQL role the exporter logs in as: pg_monitor's statistics and settings, nothing
+#: else (no table, no superuser). It needs no password: pg_hba.conf trusts it from the pod's
+#: own loopback address alone, which only the pod's containers reach; every other loopback
+#: connection needs a password (replication.py). A reserved name: an application user of that
+#: name gets no trust line.
+POSTGRES_MONITORING_ROLE = "database_monitor"
 #: Where a pod's exporter credentials are made (an in-memory volume), with ``own_user``.
 MONITORING_DIR = "/run/monitoring"
 #: The Redis ACL user the exporter logs in as: statistics, never a key; not CONFIG (its GET
@@ -84,6 +95,9 @@ class EngineFacts:
     uid: int = 999
     #: The username written into a generated Secret (engines without users have none).
     default_username: str | None = "app"
+    #: Names of the engine's own users the operator makes: an application user of one of them
+    #: would be taken over (its password set to another's, or trusted without one).
+    reserved_usernames: tuple[str, ...] = ()
     #: Whether the operator runs read replicas with the engine's own replication.
     replication: bool = False
     #: Keys a Secret must hold only when the Database has read replicas (the generated Secret
@@ -120,13 +134,20 @@ ENGINES: dict[Engine, EngineFacts] = {
         port=5432,
         secret_keys=("username", "password"),
         secret_env={"POSTGRES_USER": "username", "POSTGRES_PASSWORD": "password"},
-        # A subdirectory: a fresh volume's root holds lost+found, which initdb refuses.
-        env={"PGDATA": "/var/lib/postgresql/data/pgdata"},
+        # A subdirectory: a fresh volume's root holds lost+found, which initdb refuses. The
+        # loopback lines initdb writes ask for a password (by default they trust every role:
+        # any container of the pod would be the superuser); replication.py makes it so for the
+        # data directories made before too.
+        env={
+            "PGDATA": "/var/lib/postgresql/data/pgdata",
+            "POSTGRES_INITDB_ARGS": "--auth-host=scram-sha-256",
+        },
         ready_command=("sh", "-c", 'pg_isready -h 127.0.0.1 -U "$POSTGRES_USER"'),
         data_path="/var/lib/postgresql/data",
         replication=True,
         replication_keys=("replication-password",),
         replication_env={"REPLICATION_PASSWORD": "replication-password"},
+        reserved_usernames=(POSTGRES_REPLICATION_USER, POSTGRES_MONITORING_ROLE),
         reserved_parameters=(
             "port",
             "data_directory",
@@ -151,12 +172,17 @@ ENGINES: dict[Engine, EngineFacts] = {
         binding_type="postgresql",
         uri_scheme="postgresql",
         jdbc_scheme="postgresql",
-        # The official image makes POSTGRES_USER a superuser: it may read every statistic.
+        # No Secret: the exporter logs in as a role of its own that pg_hba.conf trusts from the
+        # pod's loopback address (the engine's set-up, replication.py, makes both).
         exporter=ExporterFacts(
             image="quay.io/prometheuscommunity/postgres-exporter:v0.11.1",
             port=9187,
-            secret_env={"DATA_SOURCE_USER": "username", "DATA_SOURCE_PASS": "password"},
-            env={"DATA_SOURCE_URI": "127.0.0.1:{port}/postgres?sslmode=disable"},
+            secret_env={},
+            env={
+                "DATA_SOURCE_URI": "127.0.0.1:{port}/postgres?sslmode=disable",
+                "DATA_SOURCE_USER": POSTGRES_MONITORING_ROLE,
+            },
+            engine_env={"MONITORING_ROLE": POSTGRES_MONITORING_ROLE},
         ),
     ),
     Engine.MYSQL: EngineFacts(

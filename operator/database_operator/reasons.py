@@ -153,8 +153,9 @@ EXPLAINED: dict[Reason, Explanation] = {
     Reason.CREDENTIALS_SECRET_INVALID: Explanation(
         "Ready False, phase Failed",
         "the Secret lacks `username`/`password` (redis: `password`; postgres with read "
-        "replicas: `replication-password`)",
-        "add the keys",
+        "replicas: `replication-password`), or its `username` is one the operator keeps for "
+        "the engine (postgres: `replicator`, `database_monitor`)",
+        "add the keys, or give the application another username",
     ),
     Reason.CREDENTIALS_SECRET_LOST: Explanation(
         "Ready False, phase Failed",

@@ -11,7 +11,9 @@ both only through the environment, never through these strings.
 PostgreSQL: streaming replication with hot standby. The primary gets a replication role
 (``REPLICATION_USER``, password from the Secret key ``replication-password``) and its pg_hba
 line, set up after every start (idempotent: an existing single instance scaled up gets them too,
-and a rotated password is applied). A replica clones the primary with ``pg_basebackup -R`` into
+and a rotated password is applied); with spec.monitoring, the exporter's role too. No role logs
+in over the pod's loopback without a password, but the exporter's (`POSTGRES_HBA`). A replica
+clones the primary with ``pg_basebackup -R`` into
 its ephemeral data directory at every start, then runs as a hot standby.
 
 Redis: ``replicaof`` the primary's Service, authenticating with the same password
@@ -25,10 +27,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from database_operator.engines import REDIS_MONITORING_ACL, REDIS_MONITORING_USER, Engine
+from database_operator.engines import (
+    POSTGRES_REPLICATION_USER,
+    REDIS_MONITORING_ACL,
+    REDIS_MONITORING_USER,
+    Engine,
+)
 
 #: The role the PostgreSQL replicas connect as.
-REPLICATION_USER = "replicator"
+REPLICATION_USER = POSTGRES_REPLICATION_USER
 #: PostgreSQL listens on localhost only unless told otherwise; the official image's sample
 #: config says '*', Debian's does not. Set here, so a pod serves its Service whatever the image.
 #: Before the user's settings: the last ``-c`` of a name wins (the recipe tests narrow it).
@@ -48,34 +55,70 @@ class Recipe:
     post_start: list[str] | None = None
 
 
-# PostgreSQL's primary set-up: wait for the server (the image's first start runs initdb with a
-# server on the socket only), add the pg_hba line once, create or update the role, reload. A
-# standby (an instance under spec.failover) has both from its primary, and writes nothing. The
-# role's commit is local: in zero-loss mode, with no standby connected yet, it would wait for
-# one, and the hook (and so the pod) with it. The
-# password goes in as a psql variable, read by psql from the environment (a backquoted
-# `printenv`: never on a command line), quoted by psql (%L): never spliced into SQL text.
+# pg_hba.conf, at each start of every PostgreSQL server (idempotent, so a data directory an
+# earlier release made gets it too): initdb's loopback lines trust every role (the official
+# image keeps them), so that any container of the pod could log in as the superuser without a
+# password; they ask for one instead (the lines for all users: never the exporter's below).
+# The exporter's role (spec.monitoring) is trusted from the loopback address alone, first: it
+# reads statistics only, and only the pod's own containers reach that address. Never for a role
+# named as the application's user.
+POSTGRES_HBA = r"""hba="$PGDATA/pg_hba.conf"
+space='[[:space:]]+' word='[^[:space:]]+' loopback='(127\.0\.0\.1/32|::1/128)'
+line="^(host$space$word${space}all$space$loopback$space)trust[[:space:]]*\$"
+sed -i -E "s#$line#\1scram-sha-256#" "$hba"
+monitor=false
+if [ -n "${MONITORING_ROLE:-}" ] && [ "$MONITORING_ROLE" != "${POSTGRES_USER:-}" ]; then
+  monitor=true
+  for address in ::1/128 127.0.0.1/32; do
+    line="host all $MONITORING_ROLE $address trust"
+    grep -qxF "$line" "$hba" || sed -i "1i $line" "$hba"
+  done
+fi
+"""
+
+# PostgreSQL's set-up after every start of a primary or an instance: wait for the server (the
+# image's first start runs initdb with a server on the socket only), pg_hba.conf (above, and
+# the replication line once), the replication role and the exporter's, reload. A standby has
+# the roles from its primary, and writes nothing. The roles' commit is local: in zero-loss
+# mode, with no standby connected yet, it would wait for one, and the hook (and so the pod)
+# with it. The password goes in as a psql variable, read by psql from the environment (a
+# backquoted `printenv`: never on a command line), quoted by psql (%L): never spliced into SQL
+# text. The exporter's role has no password: it can log in from the pod's loopback only.
 POSTGRES_PRIMARY_SETUP = f"""\
 set -eu
-[ -n "${{REPLICATION_PASSWORD:-}}" ] || exit 0
 until pg_isready -q -h 127.0.0.1; do sleep 1; done
-hba="$PGDATA/pg_hba.conf"
-grep -qxF '{PG_HBA_REPLICATION}' "$hba" || echo '{PG_HBA_REPLICATION}' >> "$hba"
+{POSTGRES_HBA}replicate=false
+if [ -n "${{REPLICATION_PASSWORD:-}}" ]; then
+  replicate=true
+  grep -qxF '{PG_HBA_REPLICATION}' "$hba" || echo '{PG_HBA_REPLICATION}' >> "$hba"
+fi
 PGPASSWORD="$POSTGRES_PASSWORD" psql -v ON_ERROR_STOP=1 -q -h 127.0.0.1 \\
-  -U "$POSTGRES_USER" -d postgres -v user={REPLICATION_USER} <<'SQL'
-\\set password `printenv REPLICATION_PASSWORD`
+  -U "$POSTGRES_USER" -d postgres -v user={REPLICATION_USER} -v replicate="$replicate" \\
+  -v monitor="$monitor" -v monitoring="${{MONITORING_ROLE:-}}" <<'SQL'
 SET synchronous_commit TO local;
+\\if :replicate
+\\set password `printenv REPLICATION_PASSWORD`
 SELECT format('CREATE ROLE %I', :'user')
   WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') AND NOT pg_is_in_recovery()
 \\gexec
 SELECT format('ALTER ROLE %I WITH REPLICATION LOGIN PASSWORD %L', :'user', :'password')
   WHERE NOT pg_is_in_recovery() \\gexec
+\\endif
+\\if :monitor
+SELECT format('CREATE ROLE %I', :'monitoring')
+  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'monitoring')
+  AND NOT pg_is_in_recovery() \\gexec
+SELECT format('ALTER ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION '
+  'NOBYPASSRLS PASSWORD NULL', :'monitoring') WHERE NOT pg_is_in_recovery() \\gexec
+SELECT format('GRANT pg_monitor TO %I', :'monitoring') WHERE NOT pg_is_in_recovery() \\gexec
+\\endif
 SELECT pg_reload_conf();
 SQL
 """  # noqa: S608 - constants only; the password is a psql variable, quoted by psql
 
 # A PostgreSQL replica: clone the primary afresh (the data directory is ephemeral), retrying
-# until the primary answers, then run as a hot standby with the settings given as arguments.
+# until the primary answers, then run as a hot standby with the settings given as arguments,
+# its pg_hba.conf as every server's (the clone's is the primary's, which may not have it yet).
 POSTGRES_REPLICA = f"""\
 set -eu
 export PGPASSWORD="$REPLICATION_PASSWORD"
@@ -86,7 +129,8 @@ until rm -rf "${{PGDATA:?}}"/* && pg_basebackup -h "$PRIMARY_HOST" -p "$PRIMARY_
   echo "waiting for the primary at $PRIMARY_HOST:$PRIMARY_PORT" >&2
   sleep 2
 done
-exec postgres -D "$PGDATA" -c hot_standby=on {LISTEN_EVERYWHERE[0]} '{LISTEN_EVERYWHERE[1]}' "$@"
+{POSTGRES_HBA}exec postgres -D "$PGDATA" -c hot_standby=on \\
+  {LISTEN_EVERYWHERE[0]} '{LISTEN_EVERYWHERE[1]}' "$@"
 """
 
 

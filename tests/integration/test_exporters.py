@@ -282,7 +282,11 @@ def exposed(pid: int, log: Path, metrics: bytes, secret: str) -> list[str]:
     return [where for where, text in places.items() if secret.encode() in text]
 
 
-@pytest.mark.parametrize("engine", list(Engine), ids=str)
+#: The engines whose exporter logs in with a password (PostgreSQL's has none: below).
+WITH_PASSWORD = [engine for engine in Engine if engine is not Engine.POSTGRES]
+
+
+@pytest.mark.parametrize("engine", WITH_PASSWORD, ids=str)
 def test_with_a_wrong_password_the_exporter_says_down_and_never_shows_the_password(
     exporter_fleet: Fleet,  # noqa: F811 - the fixture
     engine: Engine,
@@ -312,6 +316,35 @@ def test_with_a_wrong_password_the_exporter_says_down_and_never_shows_the_passwo
         for secret in (wrong["password"], right["password"]):
             assert not exposed(started.proc.pid, log, metrics, secret)
     assert log.read_text(errors="replace").strip(), "the exporter said nothing of the failure"
+
+
+def test_the_postgres_exporter_holds_no_password_and_the_application_user_needs_one(
+    exporter_fleet: Fleet,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    """It logs in as its own role, which pg_hba.conf trusts from loopback only: no value of the
+    Secret is in its environment. Told to log in as the application's user (the superuser)
+    without a password, as initdb's loopback lines let any container of the pod do, it is
+    refused: pg_up 0."""
+    target = exporter_fleet.target(Engine.POSTGRES)
+    secret = exporter_fleet.secrets[target.secret_name]
+    environ = Path(f"/proc/{target.pid}/environ").read_bytes()
+    assert b"DATA_SOURCE_USER=database_monitor\0" in environ
+    for key in ("password", "replication-password"):
+        assert secret[key].encode() not in environ, key
+    assert series((http_get(target.url) or b"").decode())["pg_up"] == [({}, 1.0)]
+    as_the_application = {"DATA_SOURCE_USER": secret["username"]}
+    with exporter(
+        Engine.POSTGRES,
+        {},
+        target.secret_name,
+        target.engine_port,
+        tmp_path / "exporter.log",
+        env_changes=as_the_application,
+    ) as started:
+        metrics = wait_for(lambda: http_get(started.url), what="a scrape")
+        assert series(metrics.decode())["pg_up"] == [({}, 0.0)]
+    assert "password" in (tmp_path / "exporter.log").read_text(errors="replace")
 
 
 def test_no_exporter_shows_its_password(exporter_fleet: Fleet) -> None:  # noqa: F811

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from database_operator import desired, replication
-from database_operator.engines import Engine
+from database_operator.engines import POSTGRES_MONITORING_ROLE, Engine
 from database_operator.failover import probe
 from tests.cluster import wait_for
 from tests.controlplane import free_port
@@ -100,6 +100,65 @@ def test_postgres_streams_from_the_primary_to_a_hot_standby_replica(tmp_shared: 
                 check=True,
             )
             assert done.stdout.strip() == expected
+
+
+def test_postgres_asks_every_role_but_the_exporters_for_a_password_on_loopback(
+    tmp_shared: Path,
+) -> None:
+    """A data directory initdb made with its defaults, as the official image's entry point did
+    before the operator passed POSTGRES_INITDB_ARGS (every role trusted from loopback: any
+    container of the pod could be the superuser). After the primary's set-up: the superuser
+    needs its password there; the exporter's role needs none, reads statistics, and no table;
+    the replica, cloned, has both."""
+    db = make_db("postgres", monitoring={"enabled": True})
+    credentials = generated_credentials(db)
+    env = container_env(db, credentials) | {
+        var["name"]: var["value"] for var in desired.monitoring.engine_env(db)
+    }
+    del env["POSTGRES_INITDB_ARGS"]  # the data directory of an earlier release
+    superuser, password = env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]
+    monitor = POSTGRES_MONITORING_ROLE
+    assert env["MONITORING_ROLE"] == monitor
+
+    def before_the_replica(primary: PostgresPrimary) -> None:
+        hba = (primary.data / "pg_hba.conf").read_text().splitlines()
+        trusted = [line.split() for line in hba if line.startswith("host") and "trust" in line]
+        assert trusted == [
+            ["host", "all", monitor, "127.0.0.1/32", "trust"],
+            ["host", "all", monitor, "::1/128", "trust"],
+        ]
+        for wrong in ("", "not-the-password"):
+            with pytest.raises(RuntimeError, match="password"):
+                psql(primary.port, wrong, superuser, "SELECT 1")
+        assert psql(primary.port, password, superuser, "SELECT 1") == "1"
+        psql(primary.port, password, superuser, "CREATE TABLE orders (id int, item text)")
+        psql(primary.port, password, superuser, "INSERT INTO orders VALUES (1, 'a secret')")
+        # The exporter's role: no password, statistics and settings, no superuser, no table.
+        assert (
+            psql(
+                primary.port,
+                "",
+                monitor,
+                "SELECT rolsuper FROM pg_roles WHERE rolname = current_user",
+            )
+            == "f"
+        )
+        assert int(psql(primary.port, "", monitor, "SELECT count(*) FROM pg_stat_activity")) > 0
+        assert psql(primary.port, "", monitor, "SHOW data_directory") == str(primary.data)
+        for sql in ("SELECT item FROM orders", "CREATE TABLE mine (i int)"):
+            with pytest.raises(RuntimeError, match="permission denied"):
+                psql(primary.port, "", monitor, sql)
+        # Idempotent: a restart runs it again and changes nothing.
+        assert primary.recipe.post_start is not None
+        subprocess.run(
+            primary.recipe.post_start, env=primary.env, check=True, user=primary.user, timeout=60
+        )
+        assert (primary.data / "pg_hba.conf").read_text().splitlines() == hba
+
+    with streaming_postgres(env, tmp_shared, before_the_replica) as (_, replica_port):
+        assert psql(replica_port, "", monitor, "SELECT pg_is_in_recovery()") == "t"
+        with pytest.raises(RuntimeError, match="password"):
+            psql(replica_port, "", superuser, "SELECT 1")
 
 
 def encoded(values: dict[str, str]) -> dict[str, Any]:

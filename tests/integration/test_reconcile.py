@@ -371,7 +371,20 @@ def test_missing_credentials_secret_fails_clearly_and_recovers_when_created(
     assert ready is not None
     assert "password" in ready["message"]
 
-    cluster.core.patch_namespaced_secret("app-creds", namespace, {"stringData": {"password": "p"}})
+    # A user the operator keeps for the engine's own use (the hook would set the replication
+    # password on it) is refused by name.
+    taken = {"stringData": {"username": "replicator", "password": "p"}}
+    cluster.core.patch_namespaced_secret("app-creds", namespace, taken)
+    wait_for_status(
+        cluster,
+        namespace,
+        "db",
+        "the reserved user refused",
+        lambda db: "'replicator'" in (condition(db, "Ready") or {}).get("message", ""),
+    )
+    assert replicas_of(cluster, namespace, "db") is None  # no pod takes the user over
+
+    cluster.core.patch_namespaced_secret("app-creds", namespace, {"stringData": {"username": "u"}})
     wait_for_status(cluster, namespace, "db", "Pending", phase_is("Pending"))
     container = cluster.apps.read_namespaced_deployment(
         "db", namespace

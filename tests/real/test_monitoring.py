@@ -69,6 +69,16 @@ def test_every_engines_exporter_reports_it_up_and_prometheus_scrapes_the_pods_by
                 what=f"{UP[engine]} 1 from {pod.metadata.name}",
             )
 
+    # The PostgreSQL exporters (primary and replica) log in as their own role, without any
+    # password: no Secret reaches them, and they are up (the role and its pg_hba.conf line made
+    # on the primary, the replica's cloned).
+    for pod in running_pods(real_cluster, samples.namespace, "catalog"):
+        [sidecar] = [c for c in pod.spec.containers if c.name == "metrics-exporter"]
+        assert not [var.name for var in sidecar.env or [] if var.value_from], sidecar.env
+        assert {var.name: var.value for var in sidecar.env}["DATA_SOURCE_USER"] == (
+            "database_monitor"
+        )
+
     # The Redis exporter, asked to scrape a server the test runs on the node, sends it no
     # password (the exporter's own user's is in a file that names only the local server), and
     # serves no key's value.

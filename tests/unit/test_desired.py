@@ -541,3 +541,26 @@ def test_child_keys_name_the_children_in_their_order() -> None:
     for db in (make_db(), make_db(replicas=3, engine="redis", storage={"size": "1Gi"})):
         built = desired.children(db)
         assert desired.child_keys(db) == [(c["kind"], c["metadata"]["name"]) for c in built]
+
+
+@pytest.mark.parametrize(
+    ("engine", "username", "reserved"),
+    [
+        ("postgres", "replicator", True),
+        ("postgres", "database_monitor", True),
+        ("postgres", "app", False),
+        ("mysql", "replicator", False),
+        ("redis", None, False),
+    ],
+)
+def test_a_username_the_operator_keeps_for_the_engine_is_named(
+    engine: str, username: str | None, reserved: bool
+) -> None:
+    """The postgres hook would set the replication password on a user named replicator, and
+    trust one named as the exporter's role: the Secret is refused instead."""
+    data = {"password": base64.b64encode(b"p").decode()}
+    if username is not None:
+        data["username"] = base64.b64encode(username.encode()).decode()
+    found = desired.reserved_username(make_db(engine=engine), data)
+    assert found == (username if reserved else None)
+    assert replication.REPLICATION_USER in ENGINES[Engine.POSTGRES].reserved_usernames

@@ -84,6 +84,9 @@ def test_the_exporter_runs_beside_the_engine_in_every_pod(engine: Engine) -> Non
         if facts.own_user:
             # Redis: the engine reads its exporter's user's password from the in-memory volume.
             engine_container = own_user_removed(engine_container)
+        if facts.engine_env:
+            # PostgreSQL: the engine's set-up makes the exporter's role and its pg_hba line.
+            engine_container = engine_env_removed(engine_container, facts.engine_env)
         # The engine's container is otherwise untouched; the exporter comes after it.
         assert engine_container == containers(before)[0]
         assert sidecar["name"] == "metrics-exporter"
@@ -107,8 +110,16 @@ def test_the_exporter_runs_beside_the_engine_in_every_pod(engine: Engine) -> Non
             assert sidecar["volumeMounts"] == [
                 {"name": "monitoring", "mountPath": "/run/monitoring", "readOnly": True}
             ]
+        if not facts.secret_env:
             assert not [var for var in sidecar["env"] if "valueFrom" in var], "reads no Secret"
         assert template == before["spec"]["template"]
+
+
+def engine_env_removed(engine_container: dict[str, Any], plain: dict[str, str]) -> dict[str, Any]:
+    """The engine's container without the env the exporter's user needs of it (at its end)."""
+    env = engine_container["env"]
+    assert env[-len(plain) :] == [{"name": var, "value": value} for var, value in plain.items()]
+    return engine_container | {"env": env[: -len(plain)]}
 
 
 def own_user_removed(engine_container: dict[str, Any]) -> dict[str, Any]:

@@ -4,10 +4,11 @@
 #
 #   - Options first (`-c name=value`...) are the server's: `postgres` is put before them.
 #   - `postgres ...` on an empty $PGDATA: initdb as POSTGRES_USER (default postgres) with
-#     POSTGRES_PASSWORD (required), POSTGRES_INITDB_ARGS (optional, split at blanks), password
-#     (scram-sha-256) authentication over TCP and `host all all all scram-sha-256` in pg_hba.conf;
-#     the local socket stays `trust`, as in the official image. Then a temporary server on the
-#     socket only creates POSTGRES_DB (default POSTGRES_USER) and runs
+#     POSTGRES_PASSWORD (required), POSTGRES_INITDB_ARGS (optional, split at blanks), and
+#     `host all all all scram-sha-256` in pg_hba.conf; initdb's own lines are its defaults, as
+#     in the official image: the local socket and the loopback addresses `trust` every role
+#     (the operator passes --auth-host=scram-sha-256 in POSTGRES_INITDB_ARGS). Then a
+#     temporary server on the socket only creates POSTGRES_DB (default POSTGRES_USER) and runs
 #     /docker-entrypoint-initdb.d/*: *.sql and *.sql.gz with psql, *.sh run when executable and
 #     sourced otherwise. Then the server itself is exec-ed with the arguments as given.
 #   - A $PGDATA that holds PG_VERSION is used as it is: no initialisation, no chmod, no chown.
@@ -60,7 +61,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   set -f
   # shellcheck disable=SC2086
   printf '%s\n' "$POSTGRES_PASSWORD" | initdb --username="$POSTGRES_USER" --pwfile=/dev/stdin \
-    --auth-host=scram-sha-256 ${POSTGRES_INITDB_ARGS:-}
+    ${POSTGRES_INITDB_ARGS:-}
   set +f
   printf '\nhost all all all scram-sha-256\n' >>"$PGDATA/pg_hba.conf"
 

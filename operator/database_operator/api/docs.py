@@ -17,7 +17,12 @@ from database_operator.api.models import EXPORTER_CONTAINER as CONTAINER
 from database_operator.api.models import EXPORTER_CREDENTIALS_CONTAINER as INIT_CONTAINER
 from database_operator.api.models import EXPORTER_PORT_NAME as PORT_NAME
 from database_operator.api.models import GROUP, KIND, MAX_DATABASES, MAX_STORAGE, VERSION
-from database_operator.engines import ENGINES, REDIS_MONITORING_USER
+from database_operator.engines import (
+    ENGINES,
+    POSTGRES_MONITORING_ROLE,
+    REDIS_MONITORING_USER,
+    ExporterFacts,
+)
 
 #: Longer patterns are not printed in the tables.
 LONG_PATTERN = 200
@@ -95,14 +100,21 @@ def _mapping() -> str:
     return "| v1beta1 | v1 |\n| --- | --- |\n" + "\n".join(rows)
 
 
+def _exporter_credentials(exporter: ExporterFacts) -> str:
+    if exporter.secret_env:
+        return ", ".join(f"`{var}` ← `{key}`" for var, key in exporter.secret_env.items())
+    if exporter.own_user:
+        return f"none: its own user, `{REDIS_MONITORING_USER}`, made in the pod"
+    return (
+        f"none: the role `{POSTGRES_MONITORING_ROLE}` (pg_monitor), trusted from the pod's "
+        "loopback address only"
+    )
+
+
 def _exporters_table() -> str:
     rows = [
         f"| {engine} | `{facts.exporter.image}` | {facts.exporter.port} | "
-        + (
-            f"none: its own user, `{REDIS_MONITORING_USER}`, made in the pod"
-            if facts.exporter.own_user
-            else ", ".join(f"`{var}` ← `{key}`" for var, key in facts.exporter.secret_env.items())
-        )
+        + _exporter_credentials(facts.exporter)
         + " |"
         for engine, facts in ENGINES.items()
         if facts.exporter is not None
@@ -186,10 +198,18 @@ port, named `{PORT_NAME}`, to the pods:
 
 {_exporters_table()}
 
-The PostgreSQL and MySQL exporters read the engine's credentials by reference (`secretKeyRef`)
-from the Secret the engine reads; a connection string that needs the password names it as
-`$(VAR)`, expanded by the kubelet, so no secret value is ever written into the Deployment. The
-Redis exporter reads no Secret: an init container, `{INIT_CONTAINER}` (the engine's image),
+The MySQL exporter reads the engine's credentials by reference (`secretKeyRef`) from the
+Secret the engine reads; a connection string that needs the password names it as `$(VAR)`,
+expanded by the kubelet, so no secret value is ever written into the Deployment. The PostgreSQL
+exporter reads no Secret: it logs in as the role `{POSTGRES_MONITORING_ROLE}` (a member of
+`pg_monitor`: statistics and settings, no table), which the engine's set-up creates on the
+primary at each start, without a password; `pg_hba.conf` trusts that role from the pod's
+loopback address only, which no other pod reaches, and asks every other role for a password there
+(initdb's defaults, which the official image keeps, trust every role from loopback: any container
+of the pod would be the superuser). An application user named `{POSTGRES_MONITORING_ROLE}` gets no
+such line (the exporter then cannot log in).
+
+The Redis exporter reads no Secret: an init container, `{INIT_CONTAINER}` (the engine's image),
 makes a random password for an ACL user `{REDIS_MONITORING_USER}` in an in-memory volume of the
 pod's, which Redis creates the user from at each start. That user may run `INFO`, `LATENCY`,
 `SLOWLOG`, `PING` and the exporter's script, which reads `maxclients` from `INFO` (exported as

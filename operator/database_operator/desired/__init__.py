@@ -60,6 +60,7 @@ from database_operator.desired.credentials import (
     generate_password,
     missing_credentials_keys,
     replication_keys_to_generate,
+    reserved_username,
     secret,
 )
 from database_operator.desired.network import read_service, service
@@ -186,6 +187,7 @@ __all__ = [
     "replicas_deployment",
     "replicas_name",
     "replication_keys_to_generate",
+    "reserved_username",
     "resolved_port",
     "resolved_version",
     "retained_owner_references",

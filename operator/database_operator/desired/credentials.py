@@ -103,6 +103,13 @@ def missing_credentials_keys(db: Database, secret_data: Mapping[str, object] | N
     return [key for key in needed if not present.get(key)]
 
 
+def reserved_username(db: Database, secret_data: Mapping[str, object] | None) -> str | None:
+    """The Secret's ``username``, if it names one of the engine's own users the operator makes
+    (the replication role, the exporter's): the pods would take that user over."""
+    username = decoded(secret_data).get("username")
+    return username if username in engine_facts(db).reserved_usernames else None
+
+
 def credentials_checksum(db: Database, secret_data: Mapping[str, object] | None) -> str:
     """A checksum of the values the pods read from the credentials Secret (its ``data``).
 

@@ -7,6 +7,9 @@ a connection string that needs the password names it as ``$(VAR)``, which the ku
 from the container's earlier env, so no value is written into the pod spec or onto a command
 line.
 
+The PostgreSQL exporter reads no Secret either: it logs in as a role of its own (pg_monitor)
+that pg_hba.conf trusts from the pod's loopback address only (replication.py).
+
 An exporter with a user of its own (Redis) reads no Secret: an init container, from the engine's
 image, makes a random password in an in-memory volume of the pod's (kept while the pod lives,
 so the engine's restarts agree with the exporter), with the exporter's password file and its
@@ -104,10 +107,15 @@ def credentials_mount(*, read_only: bool = True) -> Manifest:
 
 
 def engine_env(db: Database) -> list[Manifest]:
-    """What the engine's container needs to create the exporter's user (nothing without one)."""
-    if not own_user(db):
+    """What the engine's container needs to create the exporter's user (nothing without
+    monitoring)."""
+    if not enabled(db):
         return []
-    return [{"name": PASSWORD_FILE_ENV, "value": f"{MONITORING_DIR}/password"}]
+    plain = exporter_facts(db.spec.engine).engine_env
+    made = [{"name": PASSWORD_FILE_ENV, "value": f"{MONITORING_DIR}/password"}]
+    return [{"name": var, "value": value} for var, value in plain.items()] + (
+        made if own_user(db) else []
+    )
 
 
 def credentials_init_container(db: Database, image: str) -> Manifest | None:

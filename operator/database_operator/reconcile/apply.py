@@ -74,6 +74,12 @@ async def ensure_credentials(
             f"Secret {name!r} lacks the key(s) {', '.join(missing)} that {db.spec.engine} "
             f"needs{why}",
         )
+    if (reserved := desired.reserved_username(db, data)) is not None:
+        return None, Problem(
+            Reason.CREDENTIALS_SECRET_INVALID,
+            f"Secret {name!r} names the user {reserved!r}, which the operator keeps for "
+            f"{db.spec.engine}'s own use: give the application another username",
+        )
     return data, None
 
 
