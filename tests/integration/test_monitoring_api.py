@@ -144,13 +144,11 @@ def test_the_reconcile_puts_the_exporter_in_every_pod_and_its_port_on_no_service
         assert exporter["securityContext"]["runAsNonRoot"] is True
         assert exporter["securityContext"]["allowPrivilegeEscalation"] is False
         assert not {"readinessProbe", "livenessProbe", "startupProbe"} & set(exporter)
-        refs = {
-            e["name"]: e["valueFrom"]["secretKeyRef"] for e in exporter["env"] if "valueFrom" in e
-        }
-        assert refs == {
-            "DATA_SOURCE_USER": {"name": "watched-credentials", "key": "username"},
-            "DATA_SOURCE_PASS": {"name": "watched-credentials", "key": "password"},
-        }
+        # No Secret: its own role, trusted from the pod's loopback only; the engine makes it.
+        assert not [e for e in exporter["env"] if "valueFrom" in e], exporter["env"]
+        plain = {e["name"]: e.get("value") for e in exporter["env"]}
+        assert plain["DATA_SOURCE_USER"] == "database_monitor"
+        assert {"name": "MONITORING_ROLE", "value": "database_monitor"} in engine["env"]
         # The PodMonitor scrapes the pods: no Service offers the exporter to its clients.
         assert service_ports(cluster, namespace, name) == [("postgres", 5432, "postgres")]
     # The generated password appears nowhere in what the operator wrote but its Secret.
@@ -182,8 +180,12 @@ def test_turning_monitoring_on_and_off_changes_only_that_databases_pod_template(
     for name, old in before.items():
         new = template(cluster, namespace, name)
         assert [c["name"] for c in new["spec"]["containers"]] == ["postgres", EXPORTER]
-        # Only the exporter is added: the engine's container and the rest of the pod stay.
-        assert new["spec"]["containers"][0] == old["spec"]["containers"][0]
+        # Only the exporter is added, and the role the engine makes for it: the rest of the
+        # engine's container and of the pod stay.
+        engine = new["spec"]["containers"][0]
+        role = {"name": "MONITORING_ROLE", "value": "database_monitor"}
+        assert engine["env"][-1] == role
+        assert {**engine, "env": engine["env"][:-1]} == old["spec"]["containers"][0]
         assert {**new["spec"], "containers": None} == {**old["spec"], "containers": None}
         assert new["metadata"] == old["metadata"]
         assert service_ports(cluster, namespace, name) == [("postgres", 5432, "postgres")]
