@@ -45,6 +45,10 @@ CONVERT = "convert"
 #: wait for a turn (the API server waits at most the configurations' timeoutSeconds).
 MAX_ADMITTING = 8
 MAX_WAITING = 64
+#: How long a stop waits for the requests in flight (aiohttp's default is 60 s): then they are
+#: cancelled. A review the API server sent as the operator stops is answered by the next
+#: leader, or its failurePolicy applies; a stop must not outlast its pod's grace period.
+SHUTDOWN_TIMEOUT_S = 2.0
 #: Hears a webhook's name and the seconds its answer took.
 OnAnswer = Callable[[str, float], None]
 
@@ -130,7 +134,9 @@ class WebhookServer:
         app = web.Application()
         app.router.add_post(CONVERT_PATH, self._convert)
         app.router.add_post("/{handler_id}", self._admit)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S
+        )
         await runner.setup()
         try:
             await web.TCPSite(runner, self.address, self.port, ssl_context=self._context).start()
