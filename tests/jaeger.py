@@ -57,6 +57,10 @@ def config(ports: dict[str, int]) -> dict[str, Any]:
     }
 
 
+class PortTakenError(RuntimeError):
+    """A port chosen free was taken before Jaeger bound it."""
+
+
 @dataclass
 class Jaeger:
     workdir: Path
@@ -79,6 +83,16 @@ class Jaeger:
         return f"http://127.0.0.1:{self.ports['query']}"
 
     def start(self) -> Jaeger:
+        """Start it on free ports; again on others if one was taken meanwhile (free_port's race
+        with any other process on the machine: seen once in a fresh-clone CI)."""
+        for _ in range(2):
+            try:
+                return self._start_on_free_ports()
+            except PortTakenError:
+                self.stop()
+        return self._start_on_free_ports()
+
+    def _start_on_free_ports(self) -> Jaeger:
         assert BINARY.is_file(), f"{BINARY} is missing: run `make jaeger`"
         names = ("health", "query", "query_grpc", "otlp_grpc", "otlp_http")
         self.ports = {name: free_port() for name in names}
@@ -96,7 +110,10 @@ class Jaeger:
         deadline = time.monotonic() + STARTUP_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jaeger exited: {self.log_text()[-2000:]}")
+                said = self.log_text()
+                if "address already in use" in said:
+                    raise PortTakenError(said[-2000:])
+                raise RuntimeError(f"jaeger exited: {said[-2000:]}")
             try:
                 self._get(f"http://127.0.0.1:{self.ports['health']}/status")
                 self._get(f"{self.query}/api/services")
